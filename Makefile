@@ -1,0 +1,46 @@
+# Newcomer's commands: `make demo` (set up and run on embedded defaults), `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+DEMO_USER ?= admin
+DEMO_PASSWORD ?= pdd-demo-admin
+
+.PHONY: venv install demo serve test lint typecheck ci clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+venv install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
+	@echo ""
+	@echo "  Dashboard:  http://$(HOST):$(PORT)/   (log in as $(DEMO_USER) / $(DEMO_PASSWORD))"
+	@echo "  API docs:   http://$(HOST):$(PORT)/api/docs/"
+	@echo "  API token:  $(BIN)/python manage.py create_token --name me --scope operator"
+	@echo ""
+	$(BIN)/daphne -b $(HOST) -p $(PORT) controlplane.asgi:application
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy --strict pdd_core
+	$(BIN)/mypy controlplane frontend
+
+ci: lint typecheck test
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,50 @@
+"""API tokens for machines (billing systems, agents, automation) and the scopes they carry."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Scope(models.TextChoices):
+    """What a caller may do. Browser users map onto the same scopes (see ``selectors``)."""
+
+    OPERATOR = "operator", "Operator (read/write inventory and plans)"
+    VIEWER = "viewer", "Viewer (read-only)"
+    BILLING = "billing", "Billing (billing endpoints only, read-only)"
+    AGENT = "agent", "Agent (agent endpoints only)"
+
+
+class ApiToken(models.Model):
+    """A bearer token for a machine client, stored as a SHA-256 hash and shown once.
+
+    The token reads ``pdd_<prefix>_<secret>``; the prefix is stored in clear so a token can be
+    found and recognised in logs without ever storing the secret. Tokens are revoked, not deleted,
+    so the audit trail of who had access stays.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scope__in=[s.value for s in Scope]), name="apitoken_scope_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope}, pdd_{self.prefix}_...)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,37 @@
+"""Reads for authentication: find a live token by its bearer value; a caller's scope."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from controlplane.accounts.models import ApiToken, Scope
+from controlplane.accounts.services import hash_secret, split_token
+
+# Browser users get their scope from a group of the same name; superusers are operators.
+_GROUP_SCOPES = (Scope.OPERATOR, Scope.BILLING, Scope.VIEWER)
+
+
+def api_token_for_bearer(raw: str) -> ApiToken | None:
+    """The active token whose secret is ``raw``, compared in constant time, or None."""
+    parsed = split_token(raw)
+    if parsed is None:
+        return None
+    prefix, whole = parsed
+    token = ApiToken.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+    if token is None or not hmac.compare_digest(token.key_hash, hash_secret(whole)):
+        return None
+    return token
+
+
+def user_scope(user: Any) -> str | None:
+    """The scope of a logged-in browser user: superuser -> operator, else by group name."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    if getattr(user, "is_superuser", False):
+        return Scope.OPERATOR.value
+    names = set(user.groups.values_list("name", flat=True))
+    for scope in _GROUP_SCOPES:
+        if scope.value in names:
+            return scope.value
+    return Scope.VIEWER.value if user.is_active else None

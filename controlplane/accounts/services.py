@@ -1,0 +1,79 @@
+"""Writes for API tokens: issue (the secret is returned once) and revoke."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.accounts.models import ApiToken, Scope
+
+TOKEN_PREFIX = "pdd"
+# last_used_at is refreshed at most this often, so authentication is not a write per request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    secret: str  # the whole bearer value; never stored, shown once
+
+
+def hash_secret(raw: str) -> str:
+    """SHA-256 of the whole token; tokens carry 256 bits of entropy, so no slow KDF is needed."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def split_token(raw: str) -> tuple[str, str] | None:
+    """``pdd_<prefix>_<secret>`` -> (prefix, raw) or None when the shape is wrong."""
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX or not parts[1] or not parts[2]:
+        return None
+    return parts[1], raw
+
+
+@transaction.atomic
+def api_token_issue(
+    *, name: str, scope: str, created_by: AbstractBaseUser | None = None
+) -> IssuedToken:
+    """Create a token and return it with its secret, which is not recoverable afterwards."""
+    if scope not in Scope.values:
+        raise ValueError(f"scope: must be one of {', '.join(Scope.values)}, got {scope!r}")
+    if not name.strip():
+        raise ValueError("name: must not be empty")
+    prefix = secrets.token_hex(4)
+    while ApiToken.objects.filter(prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    raw = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(
+        name=name.strip(),
+        scope=scope,
+        prefix=prefix,
+        key_hash=hash_secret(raw),
+        created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
+    )
+    return IssuedToken(token=token, secret=raw)
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke a token; further requests with it are refused with 401."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def api_token_touch(*, token: ApiToken) -> None:
+    """Record use, at most once per ``LAST_USED_RESOLUTION`` (a conditional UPDATE, no race)."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_RESOLUTION:
+        return
+    ApiToken.objects.filter(pk=token.pk).exclude(
+        last_used_at__gt=now - LAST_USED_RESOLUTION
+    ).update(last_used_at=now)
+    token.last_used_at = now

@@ -1,0 +1,18 @@
+"""The Celery application; configuration comes from Django settings (``CELERY_*``).
+
+With no ``REDIS_URL`` tasks run in-process (eager); with it, a worker
+(``celery -A controlplane worker``) and beat (``celery -A controlplane beat``) consume from Redis.
+The periodic schedule lives here, in one place, as later apps add jobs.
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+app = Celery("controlplane")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+app.conf.beat_schedule = {}

@@ -1,0 +1,121 @@
+"""Inventory serializers: field validation here, cross-field and physics in the models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.core.api import BriefRelatedField
+from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
+
+
+def _positive(value: float) -> float:
+    if value is None or value <= 0:
+        raise serializers.ValidationError("Must be greater than zero.")
+    return value
+
+
+def _non_negative(value: float) -> float:
+    if value is not None and value < 0:
+        raise serializers.ValidationError("Must not be negative.")
+    return value
+
+
+def _fraction(value: float) -> float:
+    if not 0 < value <= 1:
+        raise serializers.ValidationError("Must be in (0, 1].")
+    return value
+
+
+class SiteSerializer(serializers.ModelSerializer[Site]):
+    class Meta:
+        model = Site
+        fields = ["id", "slug", "name", "region", "description", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class ChipModelSerializer(serializers.ModelSerializer[ChipModel]):
+    class Meta:
+        model = ChipModel
+        fields = [
+            "id", "slug", "name", "vendor", "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps",
+            "scaleup_gbytes_per_s", "scaleout_gbits_per_s", "compute_efficiency",
+            "memory_efficiency", "price_per_hour", "source", "notes", "is_estimate",
+        ]  # fmt: skip
+        extra_kwargs: dict[str, Any] = {
+            "bf16_tflops": {"validators": [_positive]},
+            "fp8_tflops": {"validators": [_positive]},
+            "hbm_gib": {"validators": [_positive]},
+            "hbm_tbps": {"validators": [_positive]},
+            "scaleup_gbytes_per_s": {"validators": [_positive]},
+            "scaleout_gbits_per_s": {"validators": [_positive]},
+            "compute_efficiency": {"validators": [_fraction]},
+            "memory_efficiency": {"validators": [_fraction]},
+        }
+
+
+class LinkSerializer(serializers.ModelSerializer[Link]):
+    source = BriefRelatedField(queryset=Site.objects.all())  # type: ignore[assignment]
+    target = BriefRelatedField(queryset=Site.objects.all())
+
+    class Meta:
+        model = Link
+        fields = [
+            "id", "slug", "kind", "source", "target", "bandwidth_gbps", "rtt_ms", "jitter_ms",
+            "bandwidth_jitter", "cost_per_gb",
+        ]  # fmt: skip
+        extra_kwargs: dict[str, Any] = {
+            "bandwidth_gbps": {"validators": [_positive]},
+            "rtt_ms": {"validators": [_non_negative]},
+            "jitter_ms": {"validators": [_non_negative]},
+        }
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs.get("kind", getattr(self.instance, "kind", None))
+        source = attrs.get("source", getattr(self.instance, "source", None))
+        target = attrs.get("target", getattr(self.instance, "target", None))
+        if kind == "wan" and source is not None and source == target:
+            raise serializers.ValidationError({"target": "A WAN link joins two different sites."})
+        if kind == "rdma" and source is not None and target is not None and source != target:
+            raise serializers.ValidationError({"target": "An RDMA link is one site's fabric."})
+        return attrs
+
+
+class ModelProfileSerializer(serializers.ModelSerializer[ModelProfile]):
+    kv_bytes_per_token = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = ModelProfile
+        fields = [
+            "id", "slug", "name", "total_params_b", "active_params_b", "layers", "hidden_size",
+            "attention", "attention_heads", "kv_heads", "head_dim", "kv_lora_rank", "rope_dim",
+            "kv_bytes_per_elem", "weight_bytes_per_param", "moe_experts", "moe_top_k",
+            "moe_shared_experts", "max_context", "kv_bytes_per_token", "source", "notes",
+            "is_estimate",
+        ]  # fmt: skip
+        extra_kwargs: dict[str, Any] = {
+            "total_params_b": {"validators": [_positive]},
+            "active_params_b": {"validators": [_positive]},
+            "layers": {"validators": [_positive]},
+            "hidden_size": {"validators": [_positive]},
+            "attention_heads": {"validators": [_positive]},
+            "kv_heads": {"validators": [_positive]},
+            "head_dim": {"validators": [_positive]},
+        }
+
+
+class InstancePoolSerializer(serializers.ModelSerializer[InstancePool]):
+    site = BriefRelatedField(queryset=Site.objects.all())
+    chip = BriefRelatedField(queryset=ChipModel.objects.all())
+    model = BriefRelatedField(queryset=ModelProfile.objects.all())
+    chip_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = InstancePool
+        fields = [
+            "id", "slug", "site", "chip", "model", "role", "chips_per_instance",
+            "instance_count", "chip_count",
+        ]  # fmt: skip
+        extra_kwargs: dict[str, Any] = {"chips_per_instance": {"validators": [_positive]}}
+        validators: list[Any] = []  # the unique shape is checked by the model with a clear message

@@ -1,0 +1,342 @@
+"""Inventory: where the compute is and what it runs.
+
+Sites (datacenters), chip models, links inside and between sites, served model profiles and the
+instance pools that put a role (P, RLD, MD) of a model on chips in a site. Physical validation
+lives once, in ``pdd_core.specs``: each model's ``clean`` builds its spec and reports the spec's
+error against the field it names; the database constraints back up the simplest invariants.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import F, Q
+
+from pdd_core import specs
+
+# Spec field names that differ from this module's column names.
+_SPEC_FIELD_TO_COLUMN = {
+    "price_per_hour": "price_per_hour",
+    "source_site": "source",
+    "target_site": "target",
+    "id": "slug",
+    "instances": "instance_count",
+}
+
+
+def _clean_spec(build: Any) -> Any:
+    """Build a pdd_core spec; a SpecError becomes a ValidationError on the named field."""
+    try:
+        return build()
+    except specs.SpecError as exc:
+        raise ValidationError(
+            {_SPEC_FIELD_TO_COLUMN.get(exc.field, exc.field): exc.message}
+        ) from None
+
+
+# Stable kebab-case ids; dots are allowed because model versions have them (llama-3.1-70b).
+identifier_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$",
+    "Use lowercase letters, digits, hyphens and dots, starting and ending with a letter or digit.",
+)
+
+
+def identifier_field(help_text: str = "") -> models.CharField:  # type: ignore[type-arg]
+    return models.CharField(
+        max_length=64, unique=True, validators=[identifier_validator], help_text=help_text
+    )
+
+
+def positive(field: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__gt": 0}), name=f"%(class)s_{field}_positive"
+    )
+
+
+def non_negative(field: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{f"{field}__gte": 0}), name=f"%(class)s_{field}_non_negative"
+    )
+
+
+class Site(models.Model):
+    """A datacenter ("site"): the unit of RDMA reach. Pools live in sites; WAN links join them."""
+
+    slug = identifier_field()
+    name = models.CharField(max_length=100, unique=True)
+    region = models.CharField(max_length=64, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    def to_spec(self) -> specs.SiteSpec:
+        return specs.SiteSpec(id=self.slug, name=self.name, region=self.region)
+
+
+class ChipModel(models.Model):
+    """An accelerator type on the four axes of DOMAIN.md section 1, with its price and source."""
+
+    slug = identifier_field("catalog id, e.g. h100-sxm")
+    name = models.CharField(max_length=100, unique=True)
+    vendor = models.CharField(max_length=64, blank=True)
+    bf16_tflops = models.FloatField(help_text="dense BF16 TFLOP/s")
+    fp8_tflops = models.FloatField(null=True, blank=True, help_text="dense FP8 TFLOP/s")
+    hbm_gib = models.FloatField(help_text="HBM capacity, GiB")
+    hbm_tbps = models.FloatField(help_text="HBM bandwidth, TB/s")
+    scaleup_gbytes_per_s = models.FloatField(help_text="scale-up interconnect, GB/s")
+    scaleout_gbits_per_s = models.FloatField(help_text="scale-out NIC, Gbit/s")
+    compute_efficiency = models.FloatField(default=0.55)
+    memory_efficiency = models.FloatField(default=0.75)
+    price_per_hour = models.DecimalField(
+        max_digits=12, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    source = models.TextField(help_text="where the figures come from")
+    notes = models.TextField(blank=True)
+    is_estimate = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            positive("bf16_tflops"),
+            positive("hbm_gib"),
+            positive("hbm_tbps"),
+            positive("scaleup_gbytes_per_s"),
+            positive("scaleout_gbits_per_s"),
+            non_negative("price_per_hour"),
+            models.CheckConstraint(
+                condition=Q(compute_efficiency__gt=0, compute_efficiency__lte=1)
+                & Q(memory_efficiency__gt=0, memory_efficiency__lte=1),
+                name="chipmodel_efficiencies_fraction",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    def to_spec(self) -> specs.ChipSpec:
+        return specs.ChipSpec(
+            id=self.slug,
+            name=self.name,
+            vendor=self.vendor,
+            bf16_tflops=self.bf16_tflops,
+            fp8_tflops=self.fp8_tflops,
+            hbm_gib=self.hbm_gib,
+            hbm_tbps=self.hbm_tbps,
+            scaleup_gbytes_per_s=self.scaleup_gbytes_per_s,
+            scaleout_gbits_per_s=self.scaleout_gbits_per_s,
+            compute_efficiency=self.compute_efficiency,
+            memory_efficiency=self.memory_efficiency,
+            price_per_hour=float(self.price_per_hour),
+            source=self.source,
+        )
+
+    def clean(self) -> None:
+        _clean_spec(self.to_spec)
+
+
+class LinkKind(models.TextChoices):
+    RDMA = "rdma", "RDMA (inside a site)"
+    WAN = "wan", "WAN (Ethernet/TCP between sites)"
+
+
+class Link(models.Model):
+    """A network path: a site's internal RDMA fabric, or a WAN line between two sites."""
+
+    slug = identifier_field()
+    kind = models.CharField(max_length=8, choices=LinkKind.choices)
+    source = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="links_out")
+    target = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="links_in")
+    bandwidth_gbps = models.FloatField()
+    rtt_ms = models.FloatField()
+    jitter_ms = models.FloatField(default=0.0, help_text="std dev of extra one-way delay, ms")
+    bandwidth_jitter = models.FloatField(
+        default=0.0, help_text="coefficient of variation of a transfer's bandwidth, in [0, 1)"
+    )
+    cost_per_gb = models.DecimalField(
+        max_digits=10,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+    )
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            positive("bandwidth_gbps"),
+            non_negative("rtt_ms"),
+            non_negative("jitter_ms"),
+            models.CheckConstraint(
+                condition=Q(bandwidth_jitter__gte=0, bandwidth_jitter__lt=1),
+                name="link_bandwidth_jitter_range",
+            ),
+            models.CheckConstraint(
+                condition=(Q(kind=LinkKind.WAN) & ~Q(source=F("target")))
+                | (Q(kind=LinkKind.RDMA) & Q(source=F("target"))),
+                name="link_wan_joins_two_sites_rdma_one",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.slug)
+
+    def to_spec(self) -> specs.LinkSpec:
+        return specs.LinkSpec(
+            id=self.slug,
+            kind=specs.LinkKind(self.kind),
+            source_site=self.source.slug if self.source_id else "",
+            target_site=self.target.slug if self.target_id else "",
+            bandwidth_gbps=self.bandwidth_gbps,
+            rtt_ms=self.rtt_ms,
+            jitter_ms=self.jitter_ms,
+            bandwidth_jitter=self.bandwidth_jitter,
+            cost_per_gb=float(self.cost_per_gb or 0),
+        )
+
+    def clean(self) -> None:
+        if self.kind == LinkKind.WAN and self.source_id and self.source_id == self.target_id:
+            raise ValidationError({"target": "A WAN link joins two different sites."})
+        if self.kind == LinkKind.RDMA and self.source_id != self.target_id:
+            raise ValidationError({"target": "An RDMA link is one site's internal fabric."})
+        if self.source_id and self.target_id:
+            _clean_spec(self.to_spec)
+
+
+class AttentionKind(models.TextChoices):
+    MHA = "mha", "Multi-head"
+    GQA = "gqa", "Grouped-query"
+    MLA = "mla", "Multi-head latent"
+
+
+class ModelProfile(models.Model):
+    """A served LLM, from its published config. KV bytes per token is derived, never typed."""
+
+    slug = identifier_field("catalog id, e.g. deepseek-v3")
+    name = models.CharField(max_length=100, unique=True)
+    total_params_b = models.FloatField()
+    active_params_b = models.FloatField()
+    layers = models.PositiveIntegerField()
+    hidden_size = models.PositiveIntegerField()
+    attention = models.CharField(max_length=4, choices=AttentionKind.choices)
+    attention_heads = models.PositiveIntegerField()
+    kv_heads = models.PositiveIntegerField()
+    head_dim = models.PositiveIntegerField()
+    kv_lora_rank = models.PositiveIntegerField(default=0)
+    rope_dim = models.PositiveIntegerField(default=0)
+    kv_bytes_per_elem = models.FloatField(default=2.0)
+    weight_bytes_per_param = models.FloatField(default=2.0)
+    moe_experts = models.PositiveIntegerField(default=0)
+    moe_top_k = models.PositiveIntegerField(default=0)
+    moe_shared_experts = models.PositiveIntegerField(default=0)
+    max_context = models.PositiveIntegerField(default=131072)
+    source = models.TextField()
+    notes = models.TextField(blank=True)
+    is_estimate = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            positive("total_params_b"),
+            positive("active_params_b"),
+            positive("layers"),
+            positive("kv_bytes_per_elem"),
+            positive("weight_bytes_per_param"),
+            models.CheckConstraint(
+                condition=Q(active_params_b__lte=F("total_params_b")),
+                name="modelprofile_active_le_total",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    def to_spec(self) -> specs.ModelSpec:
+        return specs.ModelSpec(
+            id=self.slug,
+            name=self.name,
+            total_params_b=self.total_params_b,
+            active_params_b=self.active_params_b,
+            layers=self.layers,
+            hidden_size=self.hidden_size,
+            attention=specs.Attention(self.attention),
+            attention_heads=self.attention_heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            kv_lora_rank=self.kv_lora_rank,
+            rope_dim=self.rope_dim,
+            kv_bytes_per_elem=self.kv_bytes_per_elem,
+            weight_bytes_per_param=self.weight_bytes_per_param,
+            moe_experts=self.moe_experts,
+            moe_top_k=self.moe_top_k,
+            moe_shared_experts=self.moe_shared_experts,
+            max_context=self.max_context,
+            source=self.source,
+            estimate=self.is_estimate,
+        )
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return self.to_spec().kv_bytes_per_token
+
+    def clean(self) -> None:
+        if self.attention not in AttentionKind.values:
+            return  # the field's own choices validation reports it
+        _clean_spec(self.to_spec)
+
+
+class Role(models.TextChoices):
+    PREFILL = "P", "Prefill"
+    RELAY_DECODE = "RLD", "Relay decode"
+    MAIN_DECODE = "MD", "Main decode"
+
+
+class InstancePool(models.Model):
+    """Identical instances of one role of one model on one chip type in one site."""
+
+    slug = identifier_field()
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="pools")
+    chip = models.ForeignKey(ChipModel, on_delete=models.PROTECT, related_name="pools")
+    model = models.ForeignKey(ModelProfile, on_delete=models.PROTECT, related_name="pools")
+    role = models.CharField(max_length=3, choices=Role.choices)
+    chips_per_instance = models.PositiveIntegerField(default=1, help_text="tensor parallel degree")
+    instance_count = models.PositiveIntegerField(default=1, help_text="0 for a drained pool")
+
+    class Meta:
+        ordering = ["site__slug", "role", "slug"]
+        constraints = [
+            positive("chips_per_instance"),
+            non_negative("instance_count"),
+            models.UniqueConstraint(
+                fields=["site", "chip", "model", "role", "chips_per_instance"],
+                name="instancepool_unique_shape",
+                violation_error_message="A pool of this role, chip, model and size already "
+                "exists in this site; change its instance count instead.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.slug)
+
+    @property
+    def chip_count(self) -> int:
+        return self.chips_per_instance * self.instance_count
+
+    def to_spec(self) -> specs.PoolSpec:
+        return specs.PoolSpec(
+            site=self.site.slug,
+            chip=self.chip.slug,
+            model=self.model.slug,
+            role=specs.Role(self.role),
+            instances=self.instance_count,
+            tp=self.chips_per_instance,
+        )

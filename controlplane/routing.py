@@ -1,0 +1,9 @@
+"""WebSocket routes, all behind ``accounts.channels_auth.websocket_auth_stack``."""
+
+from django.urls import path
+
+from controlplane.inventory.consumers import InventoryConsumer
+
+websocket_urlpatterns = [
+    path("ws/inventory/", InventoryConsumer.as_asgi()),
+]

@@ -1,0 +1,166 @@
+"""Django settings for the PDD control plane.
+
+Every value an operator may change comes from the environment through ``controlplane.env``;
+the defaults run on one machine with nothing installed but Python: SQLite, the in-memory
+channel layer, and Celery tasks executed in-process. ``DATABASE_URL`` switches to PostgreSQL
+and ``REDIS_URL`` switches the Celery broker, its result backend and the channel layer to Redis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import django_stubs_ext
+
+from controlplane import env
+
+# Lets annotations like ModelAdmin[Site] and QuerySet[Site] work at run time.
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env.env_str("PDD_DATA_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env.env_bool("PDD_DEBUG", False)
+# Without PDD_SECRET_KEY a random key is kept in DATA_DIR so sessions survive restarts.
+SECRET_KEY = env.env_str("PDD_SECRET_KEY", "") or env.secret_key_file(DATA_DIR / "secret_key")
+ALLOWED_HOSTS = env.env_list("PDD_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.env_list("PDD_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "channels",
+    "controlplane.core",
+    "controlplane.accounts",
+    "controlplane.inventory",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database_from_url("DATABASE_URL", DATA_DIR / "pdd.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS = env.redis_from_url("REDIS_URL")
+if REDIS is None:
+    CHANNEL_LAYERS: dict[str, Any] = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
+    CELERY_BROKER_URL = "memory://"
+    CELERY_RESULT_BACKEND = "cache+memory://"
+else:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS.url], "prefix": env.env_str("PDD_CHANNEL_PREFIX", "pdd")},
+        }
+    }
+    CELERY_BROKER_URL = REDIS.url
+    CELERY_RESULT_BACKEND = REDIS.url
+CELERY_TASK_ALWAYS_EAGER = env.env_bool("PDD_CELERY_EAGER", REDIS is None)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "controlplane.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.accounts.permissions.ScopePermission"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+        "rest_framework.filters.SearchFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "controlplane.core.pagination.PageNumberPagination",
+    "PAGE_SIZE": env.env_int("PDD_API_PAGE_SIZE", 50, minimum=1),
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.core.errors.api_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PDD token factory control plane",
+    "DESCRIPTION": (
+        "Inventory, plans, agents, telemetry and billing of a cross-datacenter PDD "
+        "(Prefill / Relay-Decode / Main-Decode) LLM token factory. Authenticate with "
+        "`Authorization: Bearer <token>`; tokens carry a scope (operator, viewer, billing, agent)."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.env_str("PDD_LOG_LEVEL", "INFO")},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    CSRF_COOKIE_SECURE = env.env_bool("PDD_SECURE_COOKIES", False)
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE

@@ -1,0 +1,29 @@
+"""URL map: the API under /api/v1/ on one router, schema and docs, admin, pages."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from controlplane.inventory.api.urls import ROUTES as INVENTORY_ROUTES
+
+router = DefaultRouter()
+for prefix, viewset, basename in (*INVENTORY_ROUTES,):
+    router.register(prefix, viewset, basename=basename)
+
+urlpatterns = [
+    path("api/v1/", include(router.urls)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("frontend.urls")),
+]
+
+handler404 = "controlplane.core.errors.not_found"
+handler500 = "controlplane.core.errors.server_error"
+handler403 = "controlplane.core.errors.permission_denied"

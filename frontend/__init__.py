@@ -1,0 +1,1 @@
+"""Server-rendered pages of the control plane: templates and static assets."""
