@@ -1,8 +1,9 @@
 """The ``pdd`` command line: one verb module per area, registered here.
 
-Each verb module exposes ``register(subparsers)``, which adds its parser and sets ``func`` to a
-callable taking the parsed arguments and returning an exit code. Modules are imported when the
-parser is built, so they must stay cheap to import (heavy imports go inside the verb).
+Each module of this package that exposes ``register(subparsers)`` is a verb: it adds its parser
+and sets ``func`` to a callable taking the parsed arguments and returning an exit code. Modules
+are imported when the parser is built, so they must stay cheap to import (heavy imports go
+inside the verb).
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from collections.abc import Sequence
 
 from pdd_core import __version__
 
-VERB_MODULES: tuple[str, ...] = (
-    "pdd_core.cli.catalog",
-    "pdd_core.cli.trace",
-    "pdd_core.cli.perf",
-)
+
+def verb_modules() -> list[str]:
+    """Every module of this package that defines ``register``: adding a verb is adding a file."""
+    import pkgutil
+
+    return sorted(
+        f"{__name__}.{info.name}"
+        for info in pkgutil.iter_modules(__path__)
+        if not info.name.startswith("_")
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pdd {__version__}")
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB")
-    for name in VERB_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for name in verb_modules():
+        module = importlib.import_module(name)
+        if hasattr(module, "register"):
+            module.register(subparsers)
     return parser
 
 
