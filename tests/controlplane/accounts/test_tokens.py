@@ -118,3 +118,21 @@ def test_browser_scopes_follow_groups(django_user_model: Any) -> None:
     user.groups.add(Group.objects.create(name="billing"))
 
     assert client.get("/api/v1/sites/").status_code == 403
+
+
+def test_session_writes_need_csrf(django_user_model: Any) -> None:
+    from django.test import Client
+
+    user = django_user_model.objects.create_superuser("op", "op@example.com", "pw-op-12345")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+
+    response = client.post(
+        "/api/v1/sites/", {"slug": "s", "name": "S"}, content_type="application/json"
+    )
+
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["error"]["message"]
+    from controlplane.inventory.models import Site
+
+    assert not Site.objects.exists()
