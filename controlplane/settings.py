@@ -8,6 +8,7 @@ and ``REDIS_URL`` switches the Celery broker, its result backend and the channel
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.database_from_url("DATABASE_URL", DATA_DIR / "pdd.sqlite3")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not memory, so the browser and system tests' server processes see the test data;
+    # one per test process, so concurrent test runs do not share (and delete) each other's.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-pdd-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS = env.redis_from_url("REDIS_URL")

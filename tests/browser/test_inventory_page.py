@@ -1,0 +1,44 @@
+"""Log in through the real login form and see the seeded inventory in Chromium."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from tests.browser.conftest import log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_operator_logs_in_and_sees_the_demo_inventory(live_server_url: str, page: Any) -> None:
+    call_command(
+        "seed_demo", "--operator", "ops", "--password", "ops-pass-123", stdout=io.StringIO()
+    )
+
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+
+    assert page.inner_text("#site-dc-a h2").startswith("Datacenter A")
+    assert "b-main" in page.inner_text("#site-dc-b")
+    assert "dc-a-dc-b" in page.inner_text("#links")
+    assert page.locator("#chips tbody tr").count() >= 14
+    color = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
+    assert color == "rgb(255, 255, 255)"  # the stylesheet loaded
+    assert screenshot(page, "inventory").stat().st_size > 10_000
+
+
+def test_wrong_password_stays_on_login(live_server_url: str, page: Any) -> None:
+    call_command(
+        "seed_demo", "--operator", "ops", "--password", "ops-pass-123", stdout=io.StringIO()
+    )
+
+    page.goto(f"{live_server_url}/accounts/login/")
+    page.fill("input[name=username]", "ops")
+    page.fill("input[name=password]", "wrong")
+    page.click("button[type=submit]")
+
+    assert "didn't match" in page.inner_text(".error")
+    page.goto(f"{live_server_url}/")
+    assert "/accounts/login/" in page.url
