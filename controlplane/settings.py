@@ -71,6 +71,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "frontend.context.scope",
             ],
         },
     },
@@ -126,6 +127,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every request without it
 # Static files are served by the app itself (WhiteNoise), from the apps' static folders, with
 # no collectstatic step needed for the embedded defaults.
 WHITENOISE_USE_FINDERS = True

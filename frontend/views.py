@@ -6,7 +6,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from controlplane.accounts.selectors import user_scope
 from controlplane.inventory import selectors
 
 
@@ -23,6 +22,5 @@ def home(request: HttpRequest) -> HttpResponse:
         "links": selectors.link_list(),
         "chips": selectors.chip_model_list(),
         "models": selectors.model_profile_list(),
-        "scope": user_scope(request.user),
     }
     return render(request, "frontend/home.html", context)

@@ -42,3 +42,26 @@ def test_wrong_password_stays_on_login(live_server_url: str, page: Any) -> None:
     assert "didn't match" in page.inner_text(".error")
     page.goto(f"{live_server_url}/")
     assert "/accounts/login/" in page.url
+
+
+def test_link_form_shows_the_error_beside_the_field(live_server_url: str, page: Any) -> None:
+    from controlplane.inventory.models import Link
+
+    call_command(
+        "seed_demo", "--operator", "ops", "--password", "ops-pass-123", stdout=io.StringIO()
+    )
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+
+    page.goto(f"{live_server_url}/inventory/links/new/")
+    page.fill("#id_slug", "a-b-2")
+    page.select_option("#id_kind", "wan")
+    page.select_option("#id_source", label="Datacenter A")
+    page.select_option("#id_target", label="Datacenter B")
+    page.fill("#id_bandwidth_gbps", "-10")
+    page.fill("#id_rtt_ms", "15")
+    page.click("form.form button[type=submit]")
+
+    error = page.inner_text("#field-bandwidth_gbps .error")
+    assert "greater than" in error or "positive" in error
+    screenshot(page, "inventory-link-error")
+    assert not Link.objects.filter(slug="a-b-2").exists()
