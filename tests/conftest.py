@@ -15,6 +15,9 @@ import pytest
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    # Browser tests last: Playwright's sync API keeps an event loop running in the main thread
+    # while a browser is open, which async_to_sync in other tests cannot run beside.
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
     for item in items:
         for marker, var in (("postgres", "DATABASE_URL"), ("redis", "REDIS_URL")):
             if item.get_closest_marker(marker) and not os.environ.get(var, "").strip():

@@ -83,7 +83,7 @@ def live_server_url(
         proc.kill()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
         if os.environ.get("CI"):
