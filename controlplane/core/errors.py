@@ -77,6 +77,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """DRF exception handler producing the envelope; Django ValidationError becomes a 400."""
     if isinstance(exc, DjangoValidationError):
         exc = _from_django_validation(exc)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
     response = exception_handler(exc, context)
     if response is None:
         logger.exception("unhandled API error", exc_info=exc)

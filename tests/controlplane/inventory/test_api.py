@@ -328,3 +328,13 @@ def test_pagination_page_size(operator: Any) -> None:
     assert body["count"] == 5
     assert len(body["results"]) == 2
     assert body["next"] is not None
+
+
+@pytest.mark.parametrize(
+    "kind", ["sites", "chip-models", "links", "model-profiles", "instance-pools"]
+)
+def test_unknown_slug_is_404_in_the_envelope(operator: Any, kind: str) -> None:
+    response = operator.get(f"/api/v1/{kind}/no-such-thing/")
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
