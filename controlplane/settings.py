@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "controlplane.core",
     "controlplane.accounts",
     "controlplane.inventory",
+    "controlplane.telemetry",
+    "controlplane.billing",
     "frontend",
 ]
 

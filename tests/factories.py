@@ -55,3 +55,41 @@ def pool(**kw: Any) -> InstancePool:
         "role": "P", "chips_per_instance": 1, "instance_count": 2,
     }  # fmt: skip
     return model_create(InstancePool, {**data, **kw})
+
+
+# --- billing -------------------------------------------------------------------------------
+
+
+def tenant(**kw: Any) -> Any:
+    from controlplane.billing.models import Tenant
+
+    n = next(_seq)
+    return model_create(Tenant, {"slug": f"tenant-{n}", "name": f"Tenant {n}", **kw})
+
+
+def price_book(**kw: Any) -> Any:
+    """USD 2.00 miss / 0.40 hit / 8.00 output per million tokens, from 2020 on, open-ended."""
+    from datetime import UTC, datetime
+
+    from controlplane.billing.models import PriceBook
+
+    data = {
+        "model": kw.pop("model", None) or model_profile(), "currency": "USD",
+        "miss_input_per_mtok": Decimal("2.00"), "hit_input_per_mtok": Decimal("0.40"),
+        "output_per_mtok": Decimal("8.00"), "effective_from": datetime(2020, 1, 1, tzinfo=UTC),
+    }  # fmt: skip
+    return model_create(PriceBook, {**data, **kw})
+
+
+def request_record(**kw: Any) -> dict[str, Any]:
+    """One record as an agent posts it (JSON-ready), 1000 input tokens of which 900 hit."""
+    n = next(_seq)
+    data = {
+        "request_id": f"req-{n}", "tenant": "acme", "model": "model-x", "site": "dc-a",
+        "pipeline": "P-RLD-MD", "arrival_time": "2025-01-10T12:00:00Z",
+        "finish_time": "2025-01-10T12:00:05Z", "input_tokens": 1000, "hit_tokens": 900,
+        "miss_tokens": 100, "output_tokens": 200, "ttft_s": 0.4, "tpot_s": 0.03,
+        "wan_bytes": 5_000_000, "handoff_mode": "one-shot", "rld_tokens": 12,
+        "md_tokens": 188, "sla_met": True, "rejected": False,
+    }  # fmt: skip
+    return {**data, **kw}

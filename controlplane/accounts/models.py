@@ -33,13 +33,22 @@ class ApiToken(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A billing token bound to a tenant sees only that tenant's billing data. PROTECT: deleting
+    # the tenant must not silently turn the token into one that sees every tenant.
+    tenant = models.ForeignKey(
+        "billing.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(scope__in=[s.value for s in Scope]), name="apitoken_scope_valid"
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(tenant__isnull=True) | models.Q(scope=Scope.BILLING.value),
+                name="apitoken_tenant_only_for_billing",
+            ),
         ]
 
     def __str__(self) -> str:

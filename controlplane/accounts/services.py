@@ -6,12 +6,16 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from controlplane.accounts.models import ApiToken, Scope
+
+if TYPE_CHECKING:
+    from controlplane.billing.models import Tenant
 
 TOKEN_PREFIX = "pdd"
 # last_used_at is refreshed at most this often, so authentication is not a write per request.
@@ -39,11 +43,20 @@ def split_token(raw: str) -> tuple[str, str] | None:
 
 @transaction.atomic
 def api_token_issue(
-    *, name: str, scope: str, created_by: AbstractBaseUser | None = None
+    *,
+    name: str,
+    scope: str,
+    created_by: AbstractBaseUser | None = None,
+    tenant: Tenant | None = None,
 ) -> IssuedToken:
-    """Create a token and return it with its secret, which is not recoverable afterwards."""
+    """Create a token and return it with its secret, which is not recoverable afterwards.
+
+    ``tenant`` binds a billing token to one tenant's data; other scopes cannot be bound.
+    """
     if scope not in Scope.values:
         raise ValueError(f"scope: must be one of {', '.join(Scope.values)}, got {scope!r}")
+    if tenant is not None and scope != Scope.BILLING.value:
+        raise ValueError("tenant: only billing tokens can be bound to a tenant")
     if not name.strip():
         raise ValueError("name: must not be empty")
     prefix = secrets.token_hex(4)
@@ -55,6 +68,7 @@ def api_token_issue(
         scope=scope,
         prefix=prefix,
         key_hash=hash_secret(raw),
+        tenant=tenant,
         created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
     )
     return IssuedToken(token=token, secret=raw)

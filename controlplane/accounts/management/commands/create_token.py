@@ -1,4 +1,4 @@
-"""``python manage.py create_token --name NAME --scope SCOPE``: the secret on stdout's last line."""
+"""``manage.py create_token --name NAME --scope SCOPE [--tenant SLUG]``: the secret on stdout."""
 
 from __future__ import annotations
 
@@ -16,12 +16,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True, help="unique name, e.g. billing-system")
         parser.add_argument("--scope", required=True, choices=Scope.values)
+        parser.add_argument(
+            "--tenant", default=None, help="tenant slug; binds a billing token to that tenant"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if ApiToken.objects.filter(name=options["name"]).exists():
             raise CommandError(f"a token named {options['name']!r} already exists")
+        tenant = None
+        if options["tenant"]:
+            from controlplane.billing.models import Tenant
+
+            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            if tenant is None:
+                raise CommandError(f"no tenant {options['tenant']!r}")
         try:
-            issued = api_token_issue(name=options["name"], scope=options["scope"])
+            issued = api_token_issue(name=options["name"], scope=options["scope"], tenant=tenant)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(

@@ -1,0 +1,145 @@
+"""Billing serializers. Money is a decimal string (``"12.345678"``), never a float."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
+from controlplane.core.api import BriefRelatedField
+from controlplane.inventory.models import ModelProfile
+
+
+def money(**kwargs: Any) -> serializers.DecimalField:
+    """A decimal string with six places, as stored (never a float)."""
+    return serializers.DecimalField(max_digits=20, decimal_places=6, **kwargs)
+
+
+class TenantSerializer(serializers.ModelSerializer[Tenant]):
+    class Meta:
+        model = Tenant
+        fields = ["id", "slug", "name", "currency", "is_active", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
+    tenant = BriefRelatedField(queryset=Tenant.objects.all())
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "tenant", "name", "prefix", "is_active", "created_at", "last_used_at",
+                  "revoked_at"]  # fmt: skip
+        read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+        validators: list[Any] = []  # the unique name per tenant is checked by the model
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(read_only=True, help_text="the whole key, shown only this once")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "key"]
+
+
+class PriceBookSerializer(serializers.ModelSerializer[PriceBook]):
+    model = BriefRelatedField(queryset=ModelProfile.objects.all())
+    miss_input_per_mtok = money(min_value=0)
+    hit_input_per_mtok = money(min_value=0)
+    output_per_mtok = money(min_value=0)
+    hit_fraction = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = PriceBook
+        fields = ["id", "model", "currency", "miss_input_per_mtok", "hit_input_per_mtok",
+                  "output_per_mtok", "hit_fraction", "effective_from", "effective_to",
+                  "created_at"]  # fmt: skip
+        read_only_fields = ["created_at"]
+        validators: list[Any] = []  # overlaps are checked by the model with a clear message
+
+
+class UsageRecordSerializer(serializers.ModelSerializer[UsageRecord]):
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+
+    class Meta:
+        model = UsageRecord
+        fields = ["id", "request_id", "tenant", "model", "site", "pipeline", "time", "miss_tokens",
+                  "hit_tokens", "output_tokens", "sla_met", "received_at"]  # fmt: skip
+
+
+class UsageRowSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    bucket = serializers.DateTimeField(required=False, help_text="start of the time bucket")
+    model = serializers.CharField(required=False)
+    site = serializers.CharField(required=False)
+    pipeline = serializers.CharField(required=False)
+    tenant = serializers.CharField(required=False)
+    requests = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    miss_tokens = serializers.IntegerField()
+    hit_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    sla_met_requests = serializers.IntegerField()
+
+
+class UsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """``{tenant, from, to, group_by, results}``; ``from`` and ``to`` are Python keywords, so
+    they are added in ``get_fields``."""
+
+    tenant = serializers.CharField(allow_null=True)
+    group_by = serializers.ListField(child=serializers.CharField())
+    results = UsageRowSerializer(many=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:  # type: ignore[type-arg]
+        fields = super().get_fields()
+        fields["from"] = serializers.DateTimeField(help_text="inclusive")
+        fields["to"] = serializers.DateTimeField(help_text="exclusive")
+        return fields
+
+
+class InvoiceLineSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    kind = serializers.CharField()
+    usage_period = serializers.CharField()
+    model = serializers.CharField()
+    price_book = serializers.IntegerField(source="price_book.pk")
+    miss_input_per_mtok = money(source="price_book.miss_input_per_mtok")
+    hit_input_per_mtok = money(source="price_book.hit_input_per_mtok")
+    output_per_mtok = money(source="price_book.output_per_mtok")
+    requests = serializers.IntegerField()
+    sla_met_requests = serializers.IntegerField()
+    miss_tokens = serializers.IntegerField()
+    hit_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    miss_amount = money()
+    hit_amount = money()
+    output_amount = money()
+    amount = money()
+    saving = money()
+
+
+class SlaSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    requests = serializers.IntegerField()
+    sla_met = serializers.IntegerField()
+    attainment_pct = serializers.CharField(allow_null=True)
+
+
+class InvoiceSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    tenant = serializers.CharField(source="tenant.slug")
+    period = serializers.CharField()
+    status = serializers.ChoiceField(choices=["draft", "issued"])
+    issued_at = serializers.DateTimeField(allow_null=True)
+    currency = serializers.CharField()
+    lines = InvoiceLineSerializer(many=True)
+    total = money()
+    saving = money(help_text="what the cache-hit discount saved: hit tokens x (miss - hit price)")
+    sla = serializers.DictField(child=SlaSerializer(), help_text="per model")
+
+
+def invoice_payload(invoice: Invoice) -> dict[str, Any]:
+    lines: list[InvoiceLine] = list(invoice.lines.select_related("price_book"))
+    return {
+        "tenant": invoice.tenant, "period": invoice.period, "status": "issued",
+        "issued_at": invoice.issued_at, "currency": invoice.currency, "lines": lines,
+        "total": invoice.total, "saving": invoice.saving, "sla": invoice.sla,
+    }  # fmt: skip

@@ -1,0 +1,297 @@
+"""Billing REST: CRUD for operators, reads for billing systems, each narrowed to the caller's
+tenant when its token is bound to one (another tenant's objects answer 404, not 403, so their
+existence does not leak)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, pagination, renderers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
+
+from controlplane.accounts.models import ApiToken, Scope
+from controlplane.billing import selectors, services
+from controlplane.billing.api import serializers
+from controlplane.billing.api.renderers import CsvRenderer
+from controlplane.billing.invoicing import invoice_compute, unbilled_for
+from controlplane.billing.models import ApiKey, Tenant
+from controlplane.billing.periods import (
+    MAX_HOURLY_DAYS,
+    parse_group_by,
+    parse_period,
+    parse_range,
+)
+from controlplane.core.api import ServiceModelViewSet
+
+BILLING_READ = frozenset({Scope.OPERATOR.value, Scope.BILLING.value})
+BILLING_WRITE = frozenset({Scope.OPERATOR.value})
+
+
+def bound_tenant_id(request: Request) -> int | None:
+    """The tenant a billing token is bound to, or None (operators, unbound tokens: all)."""
+    auth = getattr(request, "auth", None)
+    return auth.tenant_id if isinstance(auth, ApiToken) else None
+
+
+def visible_tenant(request: Request, slug: str) -> Tenant:
+    """The tenant named ``slug`` if the caller may see it; 404 otherwise, unknown or not."""
+    tenant = selectors.tenant_list(tenant_id=bound_tenant_id(request)).filter(slug=slug).first()
+    if tenant is None:
+        raise NotFound(f"No tenant {slug!r}.")
+    return tenant
+
+
+class BillingScoped:
+    read_scopes = BILLING_READ
+    write_scopes = BILLING_WRITE
+
+    def get_object(self) -> Any:
+        """DRF's NotFound rather than Django's Http404, which the shared error handler does not
+        convert (it asserts an APIException)."""
+        try:
+            return super().get_object()  # type: ignore[misc]
+        except Http404:
+            raise NotFound("Not found.") from None
+
+
+class TenantViewSet(BillingScoped, ServiceModelViewSet):
+    """Customers. Deleting a tenant with usage, keys or invoices is refused (409)."""
+
+    serializer_class = serializers.TenantSerializer
+    search_fields = ["slug", "name"]
+    ordering_fields = ["slug", "name"]
+    filterset_fields = ["is_active", "currency"]
+
+    def get_queryset(self) -> QuerySet[Tenant]:
+        return selectors.tenant_list(tenant_id=bound_tenant_id(self.request))
+
+
+class ApiKeyViewSet(
+    BillingScoped,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,  # type: ignore[type-arg]
+):
+    """Gateway keys: created (the key is in the response, once), listed by prefix, revoked."""
+
+    lookup_field = "prefix"
+    lookup_value_regex = "[a-f0-9]+"
+    filterset_fields = ["tenant__slug"]
+    ordering_fields = ["name", "created_at", "last_used_at"]
+
+    def get_queryset(self) -> QuerySet[ApiKey]:
+        return selectors.api_key_list(tenant_id=bound_tenant_id(self.request))
+
+    def get_serializer_class(self) -> Any:
+        if self.action == "create":
+            return serializers.ApiKeyCreatedSerializer
+        return serializers.ApiKeySerializer
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        incoming = serializers.ApiKeySerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        issued = services.api_key_create(
+            tenant=incoming.validated_data["tenant"], name=incoming.validated_data["name"]
+        )
+        body = serializers.ApiKeySerializer(issued.api_key).data
+        return Response({**body, "key": issued.secret}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=serializers.ApiKeySerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, prefix: str) -> Response:
+        """Revoke the key; gateways drop it with their next configuration push."""
+        key = services.api_key_revoke(api_key=self.get_object())
+        return Response(serializers.ApiKeySerializer(key).data)
+
+
+class PriceBookViewSet(BillingScoped, ServiceModelViewSet):
+    """Price-book versions per model and currency (per million tokens). A version used by an
+    issued invoice is never edited in place: 409, create a new version instead."""
+
+    lookup_field = "pk"
+    lookup_value_regex = "[0-9]+"
+    queryset = selectors.price_book_list()
+    serializer_class = serializers.PriceBookSerializer
+    filterset_fields = ["currency", "model__slug"]
+    ordering_fields = ["effective_from"]
+
+    # Price books have no slug to announce, so the base class's writes are not reused.
+    def perform_create(self, serializer: BaseSerializer[Any]) -> None:
+        serializer.instance = services.price_book_create(serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        assert serializer.instance is not None
+        serializer.instance = services.price_book_update(
+            serializer.instance, serializer.validated_data
+        )
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        services.price_book_delete(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UsageCursorPagination(pagination.CursorPagination):
+    """Stable pages over an append-only table however many rows arrive meanwhile."""
+
+    ordering = "id"
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+RANGE_PARAMS = [
+    OpenApiParameter("tenant", OpenApiTypes.STR, description="tenant slug"),
+    OpenApiParameter("from", OpenApiTypes.STR, description="ISO date or date-time, inclusive"),
+    OpenApiParameter("to", OpenApiTypes.STR, description="ISO date or date-time, exclusive"),
+    OpenApiParameter("model", OpenApiTypes.STR, description="model slug"),
+]
+
+
+def _usage_scope(request: Request) -> tuple[Any, int | None, str | None]:
+    """Parse tenant/from/to/model (400 naming the parameter) into a filtered queryset."""
+    start, end = parse_range(
+        request.query_params.get("from"), request.query_params.get("to"), timezone.now()
+    )
+    slug = request.query_params.get("tenant") or None
+    tenant_id = bound_tenant_id(request)
+    if slug is not None:
+        tenant_id = visible_tenant(request, slug).pk
+    qs = selectors.usage_filtered(
+        tenant_id=tenant_id, start=start, end=end, model=request.query_params.get("model") or None
+    )
+    return (qs, start, end), tenant_id, slug
+
+
+@extend_schema(parameters=RANGE_PARAMS, tags=["billing"])
+class UsageRecordViewSet(BillingScoped, mixins.ListModelMixin, viewsets.GenericViewSet):  # type: ignore[type-arg]
+    """Raw usage records with cursor pagination; ``?format=csv`` for one page as CSV."""
+
+    serializer_class = serializers.UsageRecordSerializer
+    pagination_class = UsageCursorPagination
+    filter_backends: list[Any] = []
+    renderer_classes = [renderers.JSONRenderer, CsvRenderer]
+
+    def get_queryset(self) -> QuerySet[Any]:
+        (qs, _, _), _, _ = _usage_scope(self.request)
+        scoped: QuerySet[Any] = qs.select_related("tenant")
+        return scoped
+
+
+class UsageView(BillingScoped, APIView):
+    """Usage aggregated in the database by time bucket and dimensions, with an ETag.
+
+    ``group_by`` is a comma-separated list: at most one of hour, day, month, plus any of
+    model, site, pipeline, tenant (default ``day``). ``If-None-Match`` with the last ETag
+    answers 304 after one cheap count query.
+    """
+
+    renderer_classes = [renderers.JSONRenderer, CsvRenderer]
+
+    @extend_schema(
+        parameters=[
+            *RANGE_PARAMS,
+            OpenApiParameter("group_by", OpenApiTypes.STR, description="e.g. day or day,model"),
+        ],
+        responses={
+            (200, "application/json"): serializers.UsageSerializer,
+            (200, "text/csv"): OpenApiTypes.STR,
+            304: OpenApiResponse(description="not modified (If-None-Match)"),
+            400: OpenApiResponse(description="malformed parameter"),
+            404: OpenApiResponse(description="unknown tenant"),
+        },
+        tags=["billing"],
+    )
+    def get(self, request: Request) -> Response:
+        bucket, dimensions = parse_group_by(request.query_params.get("group_by"))
+        (qs, start, end), _, slug = _usage_scope(request)
+        if bucket == "hour" and (end - start).days > MAX_HOURLY_DAYS:
+            raise ValidationError(
+                {"group_by": [f"Hourly buckets span at most {MAX_HOURLY_DAYS} days."]}
+            )
+        fmt = getattr(request, "accepted_renderer", None)
+        params = f"{slug}|{start.isoformat()}|{end.isoformat()}|{bucket}|{dimensions}|" + (
+            fmt.format if fmt else ""
+        )
+        etag = f'"{selectors.usage_fingerprint(qs, params)}"'
+        if etag in {t.strip() for t in request.headers.get("If-None-Match", "").split(",")}:
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        rows = selectors.usage_aggregate(qs, bucket=bucket, dimensions=dimensions)
+        body = {
+            "tenant": slug, "from": start, "to": end,
+            "group_by": [*([bucket] if bucket else []), *dimensions],
+            "results": serializers.UsageRowSerializer(rows, many=True).data,
+        }  # fmt: skip
+        data = serializers.UsageSerializer(body).data
+        return Response(data, headers={"ETag": etag, "Cache-Control": "private, no-cache"})
+
+
+PATH_PARAMS = [
+    OpenApiParameter("tenant", OpenApiTypes.STR, OpenApiParameter.PATH, description="slug"),
+    OpenApiParameter("period", OpenApiTypes.STR, OpenApiParameter.PATH, description="YYYY-MM"),
+]
+
+
+class InvoiceView(BillingScoped, APIView):
+    """A tenant's invoice for a month: the stored one once issued, else a draft.
+
+    Lines per model and price-book version (late usage of issued months as ``adjustment``
+    lines), totals (the exact sum of the rounded lines), the cache-hit saving and SLA
+    attainment per model.
+    """
+
+    @extend_schema(
+        parameters=PATH_PARAMS,
+        responses={
+            200: serializers.InvoiceSerializer,
+            400: OpenApiResponse(description="malformed period"),
+            404: OpenApiResponse(description="unknown tenant"),
+            409: OpenApiResponse(description="usage not covered by a price book"),
+        },
+        tags=["billing"],
+    )
+    def get(self, request: Request, tenant: str, period: str) -> Response:
+        month = parse_period(period)
+        customer = visible_tenant(request, tenant)
+        issued = selectors.invoice_get(tenant=customer, period=month.label)
+        if issued is not None:
+            payload = serializers.invoice_payload(issued)
+        else:
+            records, late = unbilled_for(customer, month)
+            draft = invoice_compute(tenant=customer, period=month, records=records, late=late)
+            payload = {**draft.__dict__, "period": month.label, "status": "draft",
+                       "issued_at": None}  # fmt: skip
+        return Response(serializers.InvoiceSerializer(payload).data)
+
+
+class InvoiceIssueView(BillingScoped, APIView):
+    """Close a month for a tenant (operators): the invoice is stored and never changes."""
+
+    @extend_schema(
+        request=None,
+        parameters=PATH_PARAMS,
+        responses={
+            201: serializers.InvoiceSerializer,
+            400: OpenApiResponse(description="malformed period"),
+            404: OpenApiResponse(description="unknown tenant"),
+            409: OpenApiResponse(description="already issued, month not ended, or unpriced"),
+        },
+        tags=["billing"],
+    )
+    def post(self, request: Request, tenant: str, period: str) -> Response:
+        month = parse_period(period)
+        customer = visible_tenant(request, tenant)
+        invoice = services.invoice_issue(tenant=customer, period=month, issued_by=str(request.user))
+        return Response(
+            serializers.InvoiceSerializer(serializers.invoice_payload(invoice)).data,
+            status=status.HTTP_201_CREATED,
+        )

@@ -1,0 +1,117 @@
+"""Reads for billing, each narrowed to what the caller may see (tenant-bound billing tokens)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
+from django.db.models.functions import TruncDay, TruncHour, TruncMonth
+
+from controlplane.billing.models import ApiKey, Invoice, PriceBook, Tenant, UsageRecord
+
+_TRUNC = {"hour": TruncHour, "day": TruncDay, "month": TruncMonth}
+_DIMENSION_COLUMN = {
+    "model": "model",
+    "site": "site",
+    "pipeline": "pipeline",
+    "tenant": "tenant__slug",
+}
+
+
+def tenant_list(*, tenant_id: int | None = None) -> QuerySet[Tenant]:
+    qs = Tenant.objects.all()
+    return qs if tenant_id is None else qs.filter(pk=tenant_id)
+
+
+def api_key_list(*, tenant_id: int | None = None) -> QuerySet[ApiKey]:
+    qs = ApiKey.objects.select_related("tenant")
+    return qs if tenant_id is None else qs.filter(tenant_id=tenant_id)
+
+
+def price_book_list() -> QuerySet[PriceBook]:
+    return PriceBook.objects.select_related("model")
+
+
+def usage_record_list(*, tenant_id: int | None = None) -> QuerySet[UsageRecord]:
+    qs = UsageRecord.objects.select_related("tenant")
+    return qs if tenant_id is None else qs.filter(tenant_id=tenant_id)
+
+
+def invoice_get(*, tenant: Tenant, period: str) -> Invoice | None:
+    return Invoice.objects.filter(tenant=tenant, period=period).first()
+
+
+def api_key_hashes_for_gateway() -> dict[str, str]:
+    """Active key hashes -> tenant slug, for the gateway's configuration push.
+
+    The gateway hashes a presented key with the same SHA-256 and looks it up in this map, so
+    it authenticates without a database round trip per request.
+    """
+    return dict(
+        ApiKey.objects.filter(revoked_at__isnull=True, tenant__is_active=True).values_list(
+            "key_hash", "tenant__slug"
+        )
+    )
+
+
+def usage_filtered(
+    *, tenant_id: int | None, start: datetime, end: datetime, model: str | None = None
+) -> QuerySet[UsageRecord]:
+    qs = UsageRecord.objects.filter(time__gte=start, time__lt=end)
+    if tenant_id is not None:
+        qs = qs.filter(tenant_id=tenant_id)
+    if model:
+        qs = qs.filter(model=model)
+    return qs
+
+
+def usage_fingerprint(qs: QuerySet[UsageRecord], params: str) -> str:
+    """A cheap ETag: records are append-only, so (count, max id) of the filter names the data."""
+    stats = qs.aggregate(n=Count("id"), last=Max("id"))
+    raw = f"{params}|{stats['n']}|{stats['last']}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+USAGE_SUMS = {
+    "requests": Count("id"),
+    "miss_tokens": Sum("miss_tokens"),
+    "hit_tokens": Sum("hit_tokens"),
+    "output_tokens": Sum("output_tokens"),
+    "sla_met_requests": Count("id", filter=Q(sla_met=True)),
+}
+
+
+def usage_aggregate(
+    qs: QuerySet[UsageRecord], *, bucket: str | None, dimensions: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """GROUP BY in the database: one row per time bucket and dimension values."""
+    keys: list[str] = []
+    if bucket is not None:
+        qs = qs.annotate(bucket=_TRUNC[bucket]("time"))
+        keys.append("bucket")
+    annotations = {f"d_{d}": _column(d) for d in dimensions}
+    qs = qs.annotate(**annotations) if annotations else qs
+    keys += list(annotations)
+    rows = (
+        qs.values(*keys).annotate(**USAGE_SUMS).order_by(*keys)
+        if keys
+        else [qs.aggregate(**USAGE_SUMS)]
+    )
+    out = []
+    for row in rows:
+        item: dict[str, Any] = {}
+        if bucket is not None:
+            item["bucket"] = row["bucket"]
+        for d in dimensions:
+            item[d] = row[f"d_{d}"]
+        for name in USAGE_SUMS:
+            item[name] = row[name] or 0
+        item["input_tokens"] = item["miss_tokens"] + item["hit_tokens"]
+        out.append(item)
+    return out
+
+
+def _column(dimension: str) -> F:
+    return F(_DIMENSION_COLUMN[dimension])
