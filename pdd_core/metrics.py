@@ -1,0 +1,137 @@
+"""Summary statistics every report of the product shares: percentiles and prefix-hit rates.
+
+DOMAIN.md section 5 asks for hit rates both request-weighted (the mean of per-request ratios) and
+token-weighted (hit tokens over input tokens), because on skewed agent traffic the two differ
+widely; section 3 describes the skew as shares of requests per hit band. Keeping these helpers in
+one place means the trace tool, the simulator, the planner and the dashboards cannot disagree on
+what "hit rate" or "P99" means.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+import numpy as np
+
+# Hit bands of DOMAIN.md section 3 (agent traffic: most requests above 95%, a thin low-hit tail).
+# Each band is [lower, upper) except the last, which also holds exactly 1.0, so every ratio in
+# [0, 1] falls in exactly one band.
+HIT_BAND_EDGES: tuple[float, ...] = (0.0, 0.20, 0.40, 0.70, 0.90, 0.95, 0.99, 1.0)
+
+# The percentiles the product reports by default (SLA targets are stated at P90 and P99).
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+
+
+def hit_band_labels() -> tuple[str, ...]:
+    """Labels such as ``"90-95%"`` for the bands of ``HIT_BAND_EDGES``, in order.
+
+    Tables and JSON output use the same labels so a reader can match a CLI line to a chart.
+    """
+    return tuple(f"{round(lo * 100)}-{round(hi * 100)}%" for lo, hi in pairwise(HIT_BAND_EDGES))
+
+
+def hit_band_index(ratio: float) -> int:
+    """Index of the band a hit ratio falls in; ratios are clamped into [0, 1].
+
+    Clamping rather than raising keeps a rounding error (1.0000000002) from crashing a report.
+    """
+    value = min(max(ratio, 0.0), 1.0)
+    for index, upper in enumerate(HIT_BAND_EDGES[1:-1]):
+        if value < upper:
+            return index
+    return len(HIT_BAND_EDGES) - 2
+
+
+def hit_band_shares(ratios: Iterable[float]) -> tuple[float, ...]:
+    """Share of requests in each hit band (sums to 1; all zeros for no requests).
+
+    This is the histogram that shows the agentic shape of DOMAIN.md section 3 at a glance.
+    """
+    counts = [0] * (len(HIT_BAND_EDGES) - 1)
+    total = 0
+    for ratio in ratios:
+        counts[hit_band_index(ratio)] += 1
+        total += 1
+    if total == 0:
+        return tuple(0.0 for _ in counts)
+    return tuple(c / total for c in counts)
+
+
+def share_at_least(ratios: Iterable[float], threshold: float) -> float:
+    """Share of requests whose hit ratio is at least ``threshold`` (0 for no requests).
+
+    "70-80% of requests above 95%" is checked with this at 0.95, which equals the sum of the two
+    top bands, so the headline figure and the band table agree.
+    """
+    hits = 0
+    total = 0
+    for ratio in ratios:
+        total += 1
+        hits += ratio >= threshold
+    return hits / total if total else 0.0
+
+
+def request_weighted_hit(hit_tokens: Sequence[float], input_tokens: Sequence[float]) -> float:
+    """Mean over requests of ``hit / input`` (DOMAIN.md section 5); 0 for no requests.
+
+    Each request counts once whatever its length, so this is what a typical request sees.
+    Requests with no input tokens count as a zero hit rather than being dropped silently.
+    """
+    _check_pairs(hit_tokens, input_tokens)
+    if not input_tokens:
+        return 0.0
+    total = 0.0
+    for hit, size in zip(hit_tokens, input_tokens, strict=True):
+        total += hit / size if size > 0 else 0.0
+    return total / len(input_tokens)
+
+
+def token_weighted_hit(hit_tokens: Sequence[float], input_tokens: Sequence[float]) -> float:
+    """Hit tokens over input tokens (DOMAIN.md section 5); 0 when there is no input.
+
+    This is the share of prefill compute and KV bytes a cache saves, so long requests weigh more.
+    """
+    _check_pairs(hit_tokens, input_tokens)
+    size = math.fsum(input_tokens)
+    return math.fsum(hit_tokens) / size if size > 0 else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) with linear interpolation; NaN for no values.
+
+    NaN rather than an exception because an empty window is a normal state of a live dashboard.
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"q: must be within [0, 100], got {q!r}")
+    if len(values) == 0:
+        return math.nan
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def percentiles(
+    values: Sequence[float], qs: Sequence[float] = DEFAULT_PERCENTILES
+) -> dict[str, float]:
+    """Several percentiles at once, keyed ``"p50"``, ``"p90"``... (one sort for all of them).
+
+    The keys are what JSON reports and the control plane's telemetry use.
+    """
+    for q in qs:
+        if not 0 <= q <= 100:
+            raise ValueError(f"qs: must be within [0, 100], got {q!r}")
+    keys = [f"p{q:g}" for q in qs]
+    if len(values) == 0:
+        return dict.fromkeys(keys, math.nan)
+    result = np.percentile(np.asarray(values, dtype=float), list(qs))
+    return {key: float(v) for key, v in zip(keys, result, strict=True)}
+
+
+def mean(values: Sequence[float]) -> float:
+    """Arithmetic mean; NaN for no values (same reason as ``percentile``)."""
+    return math.fsum(values) / len(values) if len(values) else math.nan
+
+
+def _check_pairs(hit_tokens: Sequence[float], input_tokens: Sequence[float]) -> None:
+    if len(hit_tokens) != len(input_tokens):
+        raise ValueError("hit_tokens: must have one entry per input_tokens entry")

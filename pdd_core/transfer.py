@@ -1,0 +1,283 @@
+"""Time to move KV over a link, alone or sharing the link with other flows.
+
+DOMAIN.md section 5 models a request's WAN transfer as ``L_new kv_B / B + k RTT`` where ``B`` is
+the request's fair share of the line among concurrent flows (processor sharing), and the line has
+jitter. The discrete-event simulator (virtual time) and the data plane's WAN emulator (wall-clock
+time) both use this module, so a simulated TTFT and an emulated one come from the same model.
+
+Protocol assumptions, stated once:
+
+- One RTT per transfer: the receiver asks for the blocks it lacks and learns of completion from
+  the sender's acknowledgement; the connection itself is long-lived, so no connect handshake.
+- TCP slow start is ignored: a KV transfer engine keeps its connections open with windows
+  already grown (and operators disable ``tcp_slow_start_after_idle``), so a transfer runs at its
+  share from the first byte.
+- Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer: an
+  extra delay ``|N(0, jitter_ms)|`` and a bandwidth factor ``N(1, bandwidth_jitter)`` clipped
+  to ``[MIN_BANDWIDTH_FACTOR, 2 - MIN_BANDWIDTH_FACTOR]`` (symmetric, so the mean stays 1).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pdd_core.specs import LinkSpec
+
+Rng = np.random.Generator | random.Random
+
+# Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
+# a timeout, which the agents handle, not a bandwidth sample). The upper clip mirrors it.
+MIN_BANDWIDTH_FACTOR = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class JitterSample:
+    """The jitter one transfer sees: an extra delay and a multiplier on its bandwidth share."""
+
+    delay_s: float = 0.0
+    bandwidth_factor: float = 1.0
+
+
+NO_JITTER = JitterSample()
+
+
+def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
+    """Draw one transfer's jitter from the link's spreads (none without an rng or a spread).
+
+    The delay is ``|N(0, jitter_ms)|`` because jitter only ever adds delay; the factor is
+    clipped ``N(1, bandwidth_jitter)`` (see the module docstring). Draws happen in a fixed order
+    (delay, then factor), and only for non-zero spreads, so a seeded rng reproduces a run.
+    """
+    if rng is None:
+        return NO_JITTER
+    delay_s = 0.0
+    if link.jitter_ms > 0:
+        delay_s = abs(_normal(rng, link.jitter_ms)) / 1000.0
+    factor = 1.0
+    if link.bandwidth_jitter > 0:
+        factor = 1.0 + _normal(rng, link.bandwidth_jitter)
+        factor = min(max(factor, MIN_BANDWIDTH_FACTOR), 2.0 - MIN_BANDWIDTH_FACTOR)
+    return JitterSample(delay_s=delay_s, bandwidth_factor=factor)
+
+
+def transfer_time(
+    link: LinkSpec, nbytes: float, rng: Rng | None = None, *, flows: int = 1
+) -> float:
+    """Seconds to move ``nbytes`` over ``link`` while ``flows`` flows share it equally.
+
+    ``nbytes / (bytes_per_s / flows x bandwidth_factor) + RTT + jitter delay`` (DOMAIN.md
+    section 5 with ``k = 1``; see the module docstring for why one RTT and no slow start). It
+    assumes the flow count stays fixed for the whole transfer; when flows come and go, use
+    ``FairShareLink``. A zero-byte transfer still pays the round trip.
+    """
+    if nbytes < 0:
+        raise ValueError(f"nbytes: must be non-negative, got {nbytes!r}")
+    if flows < 1:
+        raise ValueError(f"flows: must be at least 1, got {flows!r}")
+    jitter = sample_jitter(link, rng)
+    share = link.bytes_per_s / flows * jitter.bandwidth_factor
+    return nbytes / share + link.rtt_ms / 1000.0 + jitter.delay_s
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCompletion:
+    """A finished flow: when it started, when its last byte was acknowledged, and its size."""
+
+    flow_id: Hashable
+    nbytes: float
+    started_s: float
+    finished_s: float
+
+
+@dataclass(slots=True)
+class _Flow:
+    nbytes: float
+    started_s: float
+    remaining: float
+    # Multiplier on the flow's equal share (bandwidth jitter); 1 without jitter.
+    factor: float
+    # RTT plus jitter delay, paid after the last byte leaves; it uses no bandwidth.
+    latency_s: float
+    drained_s: float | None = None
+
+
+class FairShareLink:
+    """Processor-sharing flows on one link, as a pure state machine over a ``now`` argument.
+
+    Each flow whose bytes are still in transit gets ``bytes_per_s / n x factor``, where ``n``
+    is the number of such flows and ``factor`` its bandwidth-jitter sample; when a flow starts
+    or drains, every other flow's completion is recomputed. A flow completes ``latency`` (one RTT
+    plus its jitter delay) after its last byte drains, and that tail uses no bandwidth. Time only
+    moves when the caller passes it in: a simulator passes virtual time, the WAN emulator
+    passes its clock and sleeps until ``next_completion()``. Cost is O(n log n) per call, never
+    per byte.
+    """
+
+    def __init__(self, link: LinkSpec, rng: Rng | None = None) -> None:
+        self.link = link
+        self._rng = rng
+        self._flows: dict[Hashable, _Flow] = {}
+        self._now = 0.0
+
+    @property
+    def now(self) -> float:
+        """The latest time the link has been brought to."""
+        return self._now
+
+    @property
+    def active_flows(self) -> int:
+        """Flows whose bytes are still in transit (the ``n`` of the fair share)."""
+        return sum(1 for f in self._flows.values() if f.drained_s is None)
+
+    def __len__(self) -> int:
+        return len(self._flows)
+
+    def __contains__(self, flow_id: object) -> bool:
+        return flow_id in self._flows
+
+    def start(self, flow_id: Hashable, nbytes: float, now: float) -> None:
+        """Start a flow of ``nbytes`` at ``now``; the other flows' shares shrink from then on.
+
+        Draws the flow's jitter from the link's rng (so the n-th flow of a seeded run always
+        gets the same sample). Raises ``ValueError`` for a duplicate id or a negative size.
+        """
+        if flow_id in self._flows:
+            raise ValueError(f"flow_id: flow {flow_id!r} is already on the link")
+        if nbytes < 0:
+            raise ValueError(f"nbytes: must be non-negative, got {nbytes!r}")
+        self._progress(now)
+        jitter = sample_jitter(self.link, self._rng)
+        flow = _Flow(
+            nbytes=nbytes,
+            started_s=now,
+            remaining=float(nbytes),
+            factor=jitter.bandwidth_factor,
+            latency_s=self.link.rtt_ms / 1000.0 + jitter.delay_s,
+        )
+        if nbytes == 0:
+            flow.drained_s = now
+        self._flows[flow_id] = flow
+
+    def set_link(self, link: LinkSpec, now: float) -> None:
+        """Change the line (a degraded or restored WAN) from ``now`` on.
+
+        Bytes moved before ``now`` keep the old bandwidth; every flow's share uses the new one
+        from then. Flows already started keep the jitter and RTT they drew at start (the round
+        trip of a transfer in flight was fixed when it began); new flows draw from the new spec.
+        """
+        self._progress(now)
+        self.link = link
+
+    def cancel(self, flow_id: Hashable, now: float) -> float:
+        """Drop a flow (a timed-out or aborted transfer) and return its bytes not yet sent.
+
+        The remaining flows get its share back from ``now``.
+        """
+        self._progress(now)
+        flow = self._flows.pop(flow_id, None)
+        if flow is None:
+            raise KeyError(flow_id)
+        return flow.remaining
+
+    def finish_times(self) -> dict[Hashable, float]:
+        """Completion time of every flow if no other flow starts (by flow id).
+
+        Computed by the same drain schedule ``advance`` applies (see ``_schedule``), with the
+        same float operations on the same state, so advancing to a time returned here always
+        completes that flow: an event loop never spins on a drain that rounds a hair later.
+        """
+        result: dict[Hashable, float] = {}
+        for fid, f in self._flows.items():
+            if f.drained_s is not None:
+                result[fid] = f.drained_s + f.latency_s
+        drains, _ = self._schedule(math.inf)
+        for drained_at, fid, f in drains:
+            result[fid] = drained_at + f.latency_s
+        return result
+
+    def next_completion(self) -> tuple[Hashable, float] | None:
+        """The flow that completes first and when, or None on an idle link.
+
+        The WAN emulator sleeps until this time; the simulator schedules an event at it. Both
+        must call again after any ``start`` or ``cancel``, which moves it.
+        """
+        times = self.finish_times()
+        if not times:
+            return None
+        fid = min(times, key=lambda k: times[k])
+        return fid, times[fid]
+
+    def advance(self, now: float) -> list[FlowCompletion]:
+        """Bring the link to ``now`` and return the flows completed by then, earliest first.
+
+        Completed flows leave the link. Time must not go backwards.
+        """
+        self._progress(now)
+        done = [
+            (f.drained_s + f.latency_s, fid, f)
+            for fid, f in self._flows.items()
+            if f.drained_s is not None and f.drained_s + f.latency_s <= now
+        ]
+        done.sort(key=lambda item: item[0])
+        for _, fid, _ in done:
+            del self._flows[fid]
+        return [
+            FlowCompletion(flow_id=fid, nbytes=f.nbytes, started_s=f.started_s, finished_s=t)
+            for t, fid, f in done
+        ]
+
+    def _schedule(self, until: float) -> tuple[list[tuple[float, Hashable, _Flow]], float]:
+        """Drains due by ``until`` at the current state, and the virtual service by then.
+
+        Processor sharing with per-flow factors: every draining flow advances in a common
+        "virtual service" ``V`` with ``dV/dt = bytes_per_s / n(t)`` and sends ``factor x dV``
+        bytes, so flow ``i`` drains when ``V`` reaches ``remaining_i / factor_i``. Sorting by
+        that target gives every drain time in one pass, O(n log n) per event.
+        """
+        draining = sorted(
+            (
+                (f.remaining / f.factor, fid, f)
+                for fid, f in self._flows.items()
+                if f.drained_s is None
+            ),
+            key=lambda item: item[0],
+        )
+        bandwidth = self.link.bytes_per_s
+        t = self._now
+        served = 0.0
+        n = len(draining)
+        drains: list[tuple[float, Hashable, _Flow]] = []
+        for target, fid, f in draining:
+            at = t + (target - served) * n / bandwidth
+            if at > until:
+                break
+            drains.append((at, fid, f))
+            t, served, n = at, target, n - 1
+        if n and math.isfinite(until):
+            served += (until - t) * bandwidth / n
+        return drains, served
+
+    def _progress(self, now: float) -> None:
+        """Bring every flow to ``now``: mark the drains due, charge the others their bytes."""
+        if now < self._now:
+            raise ValueError(f"now: time went backwards ({now!r} < {self._now!r})")
+        drains, served = self._schedule(now)
+        for drained_at, _, f in drains:
+            f.remaining = 0.0
+            f.drained_s = drained_at
+        for f in self._flows.values():
+            if f.drained_s is None:
+                # max(): a flow whose drain lies a hair after ``now`` must not go negative.
+                f.remaining = max(f.remaining - f.factor * served, 0.0)
+        self._now = now
+
+
+def _normal(rng: Rng, sigma: float) -> float:
+    if isinstance(rng, random.Random):
+        return rng.gauss(0.0, sigma)
+    return float(rng.normal(0.0, sigma))

@@ -1,0 +1,39 @@
+"""Workloads: one ``Request`` record, readers for public traces, a synthetic agentic generator.
+
+Everything that consumes requests (the simulator, the router, the trace tool, the planner)
+takes ``Request`` objects, whichever trace or generator produced them.
+"""
+
+from pdd_core.workload.generator import AgenticWorkload, generate_agentic
+from pdd_core.workload.readers import (
+    DEFAULT_BLOCK_SIZE,
+    FORMATS,
+    detect_format,
+    read_azure,
+    read_mooncake,
+    read_qwen,
+    read_trace,
+)
+from pdd_core.workload.request import Request, Trace, TraceFormatError
+from pdd_core.workload.stats import TraceStats, replay_hits, trace_stats
+from pdd_core.workload.writer import write_mooncake, write_mooncake_file
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "FORMATS",
+    "AgenticWorkload",
+    "Request",
+    "Trace",
+    "TraceFormatError",
+    "TraceStats",
+    "detect_format",
+    "generate_agentic",
+    "read_azure",
+    "read_mooncake",
+    "read_qwen",
+    "read_trace",
+    "replay_hits",
+    "trace_stats",
+    "write_mooncake",
+    "write_mooncake_file",
+]

@@ -1,0 +1,250 @@
+"""Transfer time over a link and processor-sharing flows on one link."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pdd_core.specs import LinkKind, LinkSpec
+from pdd_core.transfer import (
+    MIN_BANDWIDTH_FACTOR,
+    FairShareLink,
+    FlowCompletion,
+    sample_jitter,
+    transfer_time,
+)
+
+# 8 Gbps = 1e9 bytes/s, so a gigabyte takes exactly one second of line time.
+LINE = LinkSpec(
+    id="line", kind=LinkKind.WAN, source_site="a", target_site="b", bandwidth_gbps=8, rtt_ms=10
+)
+NO_RTT = LinkSpec(
+    id="bare", kind=LinkKind.WAN, source_site="a", target_site="b", bandwidth_gbps=8, rtt_ms=0
+)
+JITTERY = LinkSpec(
+    id="jittery",
+    kind=LinkKind.WAN,
+    source_site="a",
+    target_site="b",
+    bandwidth_gbps=8,
+    rtt_ms=10,
+    jitter_ms=5,
+    bandwidth_jitter=0.2,
+)
+GB = 1e9
+
+
+def test_transfer_time_is_bytes_over_bandwidth_plus_one_rtt() -> None:
+    assert transfer_time(LINE, GB) == pytest.approx(1.01)
+    assert transfer_time(LINE, 0) == pytest.approx(0.01)
+
+
+def test_transfer_time_with_an_equal_share() -> None:
+    # Four flows: a quarter of 1e9 B/s each, so 0.5 GB takes 2 s plus the RTT.
+    assert transfer_time(LINE, 0.5 * GB, flows=4) == pytest.approx(2.01)
+
+
+def test_transfer_time_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="nbytes"):
+        transfer_time(LINE, -1)
+    with pytest.raises(ValueError, match="flows"):
+        transfer_time(LINE, 1, flows=0)
+
+
+def test_no_jitter_without_rng_or_spread() -> None:
+    assert transfer_time(JITTERY, GB) == pytest.approx(1.01)
+    rng = np.random.default_rng(1)
+    assert transfer_time(LINE, GB, rng) == pytest.approx(1.01)
+    # A link without spread draws nothing, so the rng is left untouched.
+    assert rng.random() == np.random.default_rng(1).random()
+
+
+@pytest.mark.parametrize("make_rng", [np.random.default_rng, random.Random])
+def test_seeded_jitter_is_reproducible(make_rng: type) -> None:
+    first = [transfer_time(JITTERY, GB, make_rng(7)) for _ in range(3)]
+    again = [transfer_time(JITTERY, GB, make_rng(7)) for _ in range(3)]
+    other = transfer_time(JITTERY, GB, make_rng(8))
+
+    assert first == again
+    assert first[0] != other
+
+
+def test_jitter_only_adds_delay_and_clips_bandwidth() -> None:
+    rng = np.random.default_rng(3)
+    wild = LinkSpec(
+        id="wild",
+        kind=LinkKind.WAN,
+        source_site="a",
+        target_site="b",
+        bandwidth_gbps=8,
+        rtt_ms=1,
+        jitter_ms=50,
+        bandwidth_jitter=0.99,
+    )
+    samples = [sample_jitter(wild, rng) for _ in range(2000)]
+
+    assert min(s.delay_s for s in samples) >= 0
+    assert min(s.bandwidth_factor for s in samples) == MIN_BANDWIDTH_FACTOR
+    assert max(s.bandwidth_factor for s in samples) == 2 - MIN_BANDWIDTH_FACTOR
+    # Symmetric clipping keeps the mean factor near 1.
+    assert np.mean([s.bandwidth_factor for s in samples]) == pytest.approx(1, abs=0.05)
+
+
+def test_two_equal_flows_finish_at_twice_the_time() -> None:
+    link = FairShareLink(LINE)
+    link.start("a", GB, now=0.0)
+    link.start("b", GB, now=0.0)
+
+    # Each gets half of 1e9 B/s: 2 s of bytes, then the 10 ms round trip.
+    assert link.finish_times() == {"a": pytest.approx(2.01), "b": pytest.approx(2.01)}
+    done = link.advance(3.0)
+    assert [c.flow_id for c in done] == ["a", "b"]
+    assert done[0] == FlowCompletion("a", GB, 0.0, pytest.approx(2.01))
+    assert len(link) == 0
+
+
+def test_a_flow_starting_midway_moves_the_first_completion() -> None:
+    # Given one flow alone, due at 1 s
+    link = FairShareLink(NO_RTT)
+    link.start("first", GB, now=0.0)
+    assert link.next_completion() == ("first", pytest.approx(1.0))
+
+    # When a second flow starts at 0.5 s (first has 0.5 GB left, now at half rate)
+    link.start("second", GB, now=0.5)
+
+    # Then first drains at 0.5 + 0.5 / 0.5 = 1.5 s; second has 0.5 GB left then, alone: 2.0 s
+    assert link.finish_times() == {"first": pytest.approx(1.5), "second": pytest.approx(2.0)}
+    assert link.advance(1.49) == []
+    assert [c.flow_id for c in link.advance(1.5)] == ["first"]
+    assert link.active_flows == 1
+    assert link.next_completion() == ("second", pytest.approx(2.0))
+    assert [c.finished_s for c in link.advance(2.5)] == [pytest.approx(2.0)]
+    assert link.next_completion() is None
+
+
+def test_rtt_tail_uses_no_bandwidth() -> None:
+    # a drains at 1 s and completes at 1.01 s; b shares only until a's last byte.
+    link = FairShareLink(LINE)
+    link.start("a", 0.5 * GB, now=0.0)
+    link.start("b", 1.5 * GB, now=0.0)
+
+    times = link.finish_times()
+    assert times["a"] == pytest.approx(1.01)
+    # b: 0.5 GB by 1 s at half rate, then 1 GB alone: 2 s, then the RTT.
+    assert times["b"] == pytest.approx(2.01)
+
+
+def test_cancel_returns_unsent_bytes_and_frees_the_share() -> None:
+    link = FairShareLink(NO_RTT)
+    link.start("a", GB, now=0.0)
+    link.start("b", GB, now=0.0)
+
+    assert link.cancel("b", now=1.0) == pytest.approx(0.5 * GB)
+    assert link.finish_times() == {"a": pytest.approx(1.5)}
+    with pytest.raises(KeyError):
+        link.cancel("b", now=1.0)
+
+
+def test_zero_byte_flow_completes_after_the_round_trip() -> None:
+    link = FairShareLink(LINE)
+    link.start("empty", 0, now=5.0)
+
+    assert link.active_flows == 0
+    assert [c.finished_s for c in link.advance(5.01)] == [pytest.approx(5.01)]
+
+
+def test_misuse_raises() -> None:
+    link = FairShareLink(LINE)
+    link.start("a", 10, now=1.0)
+    with pytest.raises(ValueError, match="already"):
+        link.start("a", 10, now=1.0)
+    with pytest.raises(ValueError, match="backwards"):
+        link.advance(0.5)
+    with pytest.raises(ValueError, match="nbytes"):
+        link.start("b", -5, now=2.0)
+
+
+def test_seeded_flow_jitter_is_reproducible() -> None:
+    def run(seed: int) -> dict[object, float]:
+        link = FairShareLink(JITTERY, rng=np.random.default_rng(seed))
+        for i in range(5):
+            link.start(i, GB * (i + 1), now=0.1 * i)
+        return link.finish_times()
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
+
+
+def _drive(link: FairShareLink) -> dict[object, float]:
+    # Event loop of a simulator: jump to the next completion until the link is idle.
+    finished: dict[object, float] = {}
+    while (upcoming := link.next_completion()) is not None:
+        for c in link.advance(upcoming[1]):
+            finished[c.flow_id] = c.finished_s
+    return finished
+
+
+flows_strategy = st.lists(
+    st.tuples(st.floats(min_value=0, max_value=5), st.floats(min_value=0, max_value=3e9)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(flows_strategy)
+def test_driving_by_events_matches_the_prediction(flows: list[tuple[float, float]]) -> None:
+    # Start every flow, in time order, then follow next_completion: the finish times must equal
+    # what finish_times() predicted once nothing else was going to start.
+    link = FairShareLink(JITTERY, rng=np.random.default_rng(0))
+    for i, (start, size) in enumerate(sorted(flows)):
+        link.advance(start)
+        link.start(i, size, now=start)
+    predicted = link.finish_times()
+
+    finished = _drive(link)
+
+    assert finished.keys() == predicted.keys()
+    for key, value in predicted.items():
+        assert finished[key] == pytest.approx(value, rel=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=1, max_value=3e9), min_size=1, max_size=20))
+def test_link_is_work_conserving(sizes: list[float]) -> None:
+    # Flows that all start at 0 keep the line busy until the last byte: that moment is
+    # total bytes / bandwidth, whatever the order in which they drain.
+    link = FairShareLink(NO_RTT)
+    for i, size in enumerate(sizes):
+        link.start(i, size, now=0.0)
+
+    assert max(_drive(link).values()) == pytest.approx(sum(sizes) / NO_RTT.bytes_per_s, rel=1e-9)
+
+
+def test_set_link_changes_the_share_from_now_on() -> None:
+    # 1 GB at 1e9 B/s; at 0.5 s the line drops to 4 Gbps (5e8 B/s): 0.5 GB left takes 1 s more.
+    link = FairShareLink(NO_RTT)
+    link.start("a", GB, now=0.0)
+    slower = LinkSpec(
+        id="bare", kind=LinkKind.WAN, source_site="a", target_site="b", bandwidth_gbps=4, rtt_ms=0
+    )
+
+    link.set_link(slower, now=0.5)
+
+    assert link.finish_times() == {"a": pytest.approx(1.5)}
+    assert link.link is slower
+
+
+def test_advancing_to_a_predicted_time_always_completes_the_flow() -> None:
+    # An event loop advancing to next_completion() must see the flow done there, even with
+    # awkward sizes and a large wall-clock time base where float rounding bites.
+    link = FairShareLink(JITTERY, rng=np.random.default_rng(5))
+    base = 1.7e9
+    for i in range(7):
+        link.start(i, GB / 3 * (i + 1), now=base + i / 7)
+    while (upcoming := link.next_completion()) is not None:
+        assert link.advance(upcoming[1]) != []
