@@ -1,0 +1,217 @@
+"""``pdd simulate`` and ``pdd compare``: run a scenario's policies in the simulator.
+
+``simulate`` runs one policy (default ``pdd``) with a progress bar, prints the summary and
+writes ``results.json``, ``records.csv`` and ``report.html`` into ``--out``; ``compare`` runs
+every policy on the same workload and prints a table with ratios to ``same-dc`` (or, with
+``--json``, exactly the keys of ``pdd_core.sim.COMPARE_KEYS`` per policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+POLICY_NAMES = ("colocated", "same-dc", "naive-cross-dc", "pdd")
+
+
+def register(subparsers: Any) -> None:
+    sim = subparsers.add_parser(
+        "simulate",
+        help="simulate a scenario under one policy",
+        description="Run a scenario file (TOML) through the discrete-event simulator; print the "
+        "summary and write results.json, records.csv and report.html.",
+    )
+    sim.add_argument(
+        "scenario", help="scenario file (TOML), e.g. fixtures/scenarios/pdd_reference.toml"
+    )
+    sim.add_argument("--policy", choices=POLICY_NAMES, default="pdd")
+    sim.add_argument("--trace", help="replay this trace instead of the scenario's workload")
+    sim.add_argument("--out", default="sim-out", help="output directory (default: sim-out)")
+    sim.add_argument("--no-report", action="store_true", help="skip report.html")
+    sim.set_defaults(func=run_simulate)
+
+    compare = subparsers.add_parser(
+        "compare",
+        help="run every policy of a scenario on the same workload",
+        description="Simulate colocated, same-dc, naive-cross-dc and pdd on one workload and "
+        "print them side by side with ratios to same-dc.",
+    )
+    compare.add_argument("scenario", help="scenario file (TOML)")
+    compare.add_argument("--trace", help="replay this trace instead of the scenario's workload")
+    compare.add_argument("--json", action="store_true", help="print one JSON object")
+    compare.set_defaults(func=run_compare)
+
+
+def _progress_bar(total: int, label: str) -> Callable[[int], None]:
+    """A one-line progress bar on stderr, redrawn every 1% (silent when not a terminal)."""
+    if not sys.stderr.isatty() or total <= 0:
+        return lambda done: None
+    step = max(1, total // 100)
+
+    def update(done: int) -> None:
+        if done % step and done != total:
+            return
+        filled = round(30 * done / total)
+        sys.stderr.write(f"\r{label:<15} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return update
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from pdd_core.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, trace=args.trace)
+    requests = scenario.workload.requests()
+    result = scenario.run(args.policy, requests, progress=_progress_bar(len(requests), args.policy))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = result.summary.to_dict()
+    payload = {"scenario": scenario.name, "policy": args.policy, "summary": _clean(summary)}
+    (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    write_records_csv(out / "records.csv", result.records)
+    if not args.no_report:
+        from pdd_core.report import write_report
+
+        write_report(out / "report.html", scenario.name, {args.policy: result})
+    _print_summary(summary)
+    print(
+        f"wrote {out / 'results.json'}, {out / 'records.csv'}"
+        + ("" if args.no_report else f", {out / 'report.html'}")
+    )
+    return 0
+
+
+def write_records_csv(path: Path, records: Any) -> None:
+    from pdd_core.sim import RequestRecord
+
+    columns = RequestRecord.columns()
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for record in records:
+            writer.writerow([getattr(record, c) for c in columns])
+
+
+def compare_scenario(
+    scenario_path: str, trace: str | None = None, progress: bool = True
+) -> dict[str, Any]:
+    """Run every policy of a scenario; ``{"policies": {name: summary}}`` plus the results."""
+    from pdd_core.scenario import load_scenario
+
+    scenario = load_scenario(scenario_path, trace=trace)
+    requests = scenario.workload.requests()
+    results = {}
+    for policy in POLICY_NAMES:
+        bar = _progress_bar(len(requests), policy) if progress else None
+        results[policy] = scenario.run(policy, requests, progress=bar)
+    return {"scenario": scenario, "results": results}
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    ran = compare_scenario(args.scenario, args.trace)
+    results = ran["results"]
+    if args.json:
+        payload = {"policies": {p: _clean(r.summary.compare_dict()) for p, r in results.items()}}
+        print(json.dumps(payload, indent=2))
+        return 0
+    print(compare_table({p: r.summary.compare_dict() for p, r in results.items()}))
+    return 0
+
+
+ROWS: tuple[tuple[str, str, float], ...] = (
+    ("ttft_p50", "TTFT P50 (s)", 1.0),
+    ("ttft_p90", "TTFT P90 (s)", 1.0),
+    ("ttft_p99", "TTFT P99 (s)", 1.0),
+    ("tpot_p50", "TPOT P50 (ms)", 1e3),
+    ("tpot_p99", "TPOT P99 (ms)", 1e3),
+    ("goodput_rps", "goodput (req/s)", 1.0),
+    ("cost_per_hour", "cost ($/h)", 1.0),
+    ("bcr", "BCR (req/s per $/h) x1000", 1e3),
+    ("wan_gbps_mean", "WAN mean (Gbps)", 1.0),
+    ("wan_gbps_peak", "WAN peak (Gbps)", 1.0),
+    ("rld_token_share", "RLD token share", 1.0),
+    ("rejected", "rejected (429)", 1.0),
+)
+
+
+def compare_table(rows: dict[str, dict[str, float]], baseline: str = "same-dc") -> str:
+    """A plain-text table: one column per policy, ``(x.xx)`` ratio to ``baseline`` after it."""
+    policies = list(rows)
+    width = 22
+    lines = [f"{'':<26}" + "".join(f"{p:>{width}}" for p in policies)]
+    for key, label, scale in ROWS:
+        cells = []
+        base = rows.get(baseline, {}).get(key, math.nan)
+        for policy in policies:
+            value = rows[policy][key]
+            text = _fmt(value * scale)
+            if policy != baseline and base and not math.isnan(base) and not math.isnan(value):
+                text += f" ({value / base:.2f}x)"
+            cells.append(f"{text:>{width}}")
+        lines.append(f"{label:<26}" + "".join(cells))
+    lines.append(f"ratios (x) are to {baseline}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    if value == int(value) and abs(value) >= 10:
+        return f"{int(value)}"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.1f}"
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities become None so the JSON is strict."""
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    keys = (
+        "policy",
+        "requests",
+        "served",
+        "rejected",
+        "ttft_p50",
+        "ttft_p90",
+        "ttft_p99",
+        "tpot_p50",
+        "tpot_p99",
+        "e2e_p99",
+        "goodput_rps",
+        "throughput_rps",
+        "sla_met",
+        "wan_gbps_mean",
+        "wan_gbps_peak",
+        "rld_token_share",
+        "hit_request_weighted",
+        "hit_token_weighted",
+        "md_hit_token_weighted",
+        "cost_per_hour",
+        "bcr",
+        "utilisation",
+        "pipeline_mix",
+        "handoff_mix",
+    )
+    for key in keys:
+        value = summary[key]
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v:.3g}" for k, v in value.items())
+        print(f"{key:<24}{value}")

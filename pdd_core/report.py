@@ -1,0 +1,148 @@
+"""``report.html``: one self-contained page of charts for one or more simulated policies.
+
+Plotly is imported inside ``write_report`` (importing ``pdd_core`` stays cheap) and plotly.js is
+embedded inline from ``plotly.offline.get_plotlyjs()``, so the page opens with no network:
+TTFT CDF, hit-band breakdown, WAN utilisation over time, pipeline mix and RLD token share.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pdd_core.sim import SimResult
+
+
+def write_report(path: Path | str, title: str, results: Mapping[str, SimResult]) -> Path:
+    """Write the page for ``results`` (policy name -> result) and return its path."""
+    import plotly.graph_objects as go
+    from plotly.offline import get_plotlyjs
+
+    figures: list[Any] = []
+
+    cdf = go.Figure()
+    for policy, result in results.items():
+        ttft = sorted(r.ttft_s for r in result.records if not r.rejected)
+        n = len(ttft)
+        step = max(1, n // 2000)  # at most ~2000 points per curve keeps the page small
+        xs = ttft[::step]
+        ys = [(i * step + 1) / n for i in range(len(xs))]
+        cdf.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=policy))
+    cdf.update_layout(title="TTFT CDF", xaxis_title="TTFT (s)", yaxis_title="share of requests")
+    figures.append(cdf)
+
+    bands = go.Figure()
+    for policy, result in results.items():
+        rows = result.summary.hit_bands
+        bands.add_trace(
+            go.Bar(
+                x=[row["band"] for row in rows],
+                y=[_num(row["ttft_p50"]) for row in rows],
+                name=f"{policy} TTFT P50",
+            )
+        )
+    first = next(iter(results.values()))
+    bands.add_trace(
+        go.Scatter(
+            x=[row["band"] for row in first.summary.hit_bands],
+            y=[row["share"] for row in first.summary.hit_bands],
+            name="share of requests",
+            yaxis="y2",
+            mode="lines+markers",
+        )
+    )
+    bands.update_layout(
+        title="Hit-band breakdown",
+        xaxis_title="prefix hit at P",
+        yaxis_title="TTFT P50 (s)",
+        yaxis2={"title": "share of requests", "overlaying": "y", "side": "right"},
+        barmode="group",
+    )
+    figures.append(bands)
+
+    wan = go.Figure()
+    for policy, result in results.items():
+        if result.wan_series:
+            wan.add_trace(
+                go.Scatter(
+                    x=[t for t, _ in result.wan_series],
+                    y=[g for _, g in result.wan_series],
+                    mode="lines",
+                    name=policy,
+                )
+            )
+    wan.update_layout(title="WAN utilisation", xaxis_title="time (s)", yaxis_title="Gbps")
+    figures.append(wan)
+
+    mix = go.Figure()
+    names = sorted({k for r in results.values() for k in r.summary.pipeline_mix})
+    for name in names:
+        mix.add_trace(
+            go.Bar(
+                x=list(results),
+                y=[r.summary.pipeline_mix.get(name, 0.0) for r in results.values()],
+                name=name,
+            )
+        )
+    mix.update_layout(title="Pipeline mix", barmode="stack", yaxis_title="share of requests")
+    figures.append(mix)
+
+    rld = go.Figure(
+        go.Bar(x=list(results), y=[r.summary.rld_token_share for r in results.values()])
+    )
+    rld.update_layout(title="Share of output tokens decoded on RLD", yaxis_title="share")
+    figures.append(rld)
+
+    divs = "\n".join(
+        fig.to_html(full_html=False, include_plotlyjs=False, default_height="420px")
+        for fig in figures
+    )
+    table = _summary_table(results)
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
+        "</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{table}{divs}</body></html>"
+    )
+    out = Path(path)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def _num(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _summary_table(results: Mapping[str, SimResult]) -> str:
+    keys = (
+        "ttft_p50",
+        "ttft_p90",
+        "ttft_p99",
+        "tpot_p50",
+        "tpot_p99",
+        "goodput_rps",
+        "cost_per_hour",
+        "bcr",
+        "wan_gbps_mean",
+        "wan_gbps_peak",
+        "rld_token_share",
+        "rejected",
+    )
+    head = "".join(f"<th>{html.escape(p)}</th>" for p in results)
+    rows = []
+    for key in keys:
+        cells = "".join(
+            f"<td>{_cell(r.summary.compare_dict()[key])}</td>" for r in results.values()
+        )
+        rows.append(f"<tr><th>{key}</th>{cells}</tr>")
+    return f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _cell(value: float) -> str:
+    return "-" if isinstance(value, float) and math.isnan(value) else f"{value:.4g}"

@@ -1,0 +1,256 @@
+"""Scenario files (TOML): a deployment, its baseline, SLA, prices, routing and a workload.
+
+A scenario is what ``pdd simulate`` and ``pdd compare`` run: the PDD topology (sites, links,
+pools by catalog chip id), the baseline pools that ``same-dc`` and ``colocated`` run on, the
+SLA, the price book, the routing table, engine settings, and the workload (a trace file or the
+agentic generator's parameters). Every error names the offending key, e.g.
+``pdd_reference.toml: [routing] transfer_budget_s: must be non-negative``. The README section
+"Scenarios and simulation" documents every table.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pdd_core.routing import RoutingTable
+from pdd_core.sim import DEFAULT_PRICES, Policy, SimConfig, SimResult, policy_topology, simulate
+from pdd_core.specs import SLA, PriceBook, Topology, load_chips, load_models, topology_from_dict
+from pdd_core.workload import AgenticWorkload, Request, generate_agentic, read_trace
+
+TOP_LEVEL = frozenset(
+    {
+        "scenario",
+        "sites",
+        "links",
+        "pools",
+        "baseline",
+        "sla",
+        "prices",
+        "routing",
+        "engine",
+        "workload",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A trace file (``trace``) or generator parameters (``generator``), plus shaping.
+
+    ``time_scale`` multiplies arrival times (0.5 doubles the rate); ``max_requests`` keeps the
+    first N requests by arrival.
+    """
+
+    trace: Path | None = None
+    generator: AgenticWorkload | None = None
+    seed: int = 0
+    time_scale: float = 1.0
+    max_requests: int | None = None
+
+    def requests(self) -> list[Request]:
+        if self.trace is not None:
+            loaded = list(read_trace(self.trace).requests)
+        else:
+            loaded = generate_agentic(self.generator or AgenticWorkload(), seed=self.seed)
+        loaded.sort(key=lambda r: r.arrival_s)
+        if self.max_requests is not None:
+            loaded = loaded[: self.max_requests]
+        if self.time_scale != 1.0:
+            from dataclasses import replace
+
+            loaded = [replace(r, arrival_s=r.arrival_s * self.time_scale) for r in loaded]
+        return loaded
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A loaded, validated scenario file."""
+
+    name: str
+    description: str
+    model_id: str
+    pdd: Topology
+    baseline: Topology
+    sla: SLA
+    prices: PriceBook
+    table: RoutingTable
+    config: SimConfig
+    workload: WorkloadSpec
+
+    def topology_for(self, policy: Policy | str) -> Topology:
+        return policy_topology(policy, self.pdd, self.baseline)
+
+    def run(
+        self,
+        policy: Policy | str,
+        requests: list[Request],
+        *,
+        config: SimConfig | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> SimResult:
+        """Simulate ``policy`` on its topology with this scenario's settings."""
+        return simulate(
+            self.topology_for(policy),
+            policy,
+            requests,
+            model_id=self.model_id,
+            sla=self.sla,
+            table=self.table,
+            config=config or self.config,
+            prices=self.prices,
+            progress=progress,
+        )
+
+
+def load_scenario(path: Path | str, *, trace: Path | str | None = None) -> Scenario:
+    """Read and validate a scenario file; ``trace`` overrides its workload with a trace file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path.name}: not valid TOML ({exc})") from None
+    try:
+        return scenario_from_dict(raw, base_dir=path.parent, trace=trace)
+    except ValueError as exc:
+        raise ValueError(f"{path.name}: {exc}") from None
+
+
+def scenario_from_dict(
+    raw: Mapping[str, Any], *, base_dir: Path = Path("."), trace: Path | str | None = None
+) -> Scenario:
+    """Build a ``Scenario`` from parsed TOML (see the module docstring for the tables)."""
+    _no_unknown("", raw, TOP_LEVEL)
+    head = _table(raw, "scenario")
+    _no_unknown("scenario", head, frozenset({"name", "description", "model", "seed"}))
+    model_id = head.get("model")
+    models = load_models()
+    if model_id not in models:
+        raise ValueError(f"[scenario] model: unknown catalog model {model_id!r}")
+    chips = load_chips()
+    sites = raw.get("sites", [])
+    links = raw.get("links", [])
+    pdd = _topology(
+        "pools", sites, links, raw.get("pools", []), model_id=model_id, chips=chips, models=models
+    )
+    baseline_raw = _table(raw, "baseline")
+    _no_unknown("baseline", baseline_raw, frozenset({"pools"}))
+    baseline = _topology(
+        "baseline.pools",
+        sites,
+        links,
+        baseline_raw.get("pools", []),
+        model_id=model_id,
+        chips=chips,
+        models=models,
+    )
+    seed = head.get("seed", 0)
+    engine = dict(_table(raw, "engine"))
+    engine.setdefault("seed", seed)
+    return Scenario(
+        name=str(head.get("name", "")),
+        description=str(head.get("description", "")),
+        model_id=str(model_id),
+        pdd=pdd,
+        baseline=baseline,
+        sla=_build("sla", SLA, _table(raw, "sla")),
+        prices=_build("prices", PriceBook, _table(raw, "prices"), DEFAULT_PRICES),
+        table=_build("routing", RoutingTable, _table(raw, "routing")),
+        config=_build("engine", SimConfig, engine),
+        workload=_workload(_table(raw, "workload"), base_dir, trace, seed),
+    )
+
+
+def _workload(
+    raw: Mapping[str, Any], base_dir: Path, trace: Path | str | None, seed: int
+) -> WorkloadSpec:
+    _no_unknown(
+        "workload", raw, frozenset({"trace", "generator", "seed", "time_scale", "max_requests"})
+    )
+    if trace is not None:
+        trace_path: Path | None = Path(trace)
+    elif "trace" in raw:
+        trace_path = base_dir / str(raw["trace"])
+    else:
+        trace_path = None
+    if trace_path is not None and not trace_path.exists():
+        raise ValueError(f"[workload] trace: no such file {trace_path}")
+    generator = None
+    if trace_path is None:
+        gen = raw.get("generator", {})
+        if not isinstance(gen, Mapping):
+            raise ValueError("[workload.generator] must be a table")
+        generator = _build("workload.generator", AgenticWorkload, gen)
+    scale = raw.get("time_scale", 1.0)
+    if not isinstance(scale, int | float) or scale <= 0:
+        raise ValueError(f"[workload] time_scale: must be positive, got {scale!r}")
+    limit = raw.get("max_requests")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"[workload] max_requests: must be a positive integer, got {limit!r}")
+    return WorkloadSpec(
+        trace=trace_path,
+        generator=generator,
+        seed=int(raw.get("seed", seed)),
+        time_scale=float(scale),
+        max_requests=limit,
+    )
+
+
+def _topology(
+    key: str,
+    sites: Any,
+    links: Any,
+    pools: Any,
+    *,
+    model_id: Any,
+    chips: Mapping[str, Any],
+    models: Mapping[str, Any],
+) -> Topology:
+    if not isinstance(pools, list) or not pools:
+        raise ValueError(f"[[{key}]]: at least one pool is required")
+    filled = []
+    for index, pool in enumerate(pools):
+        if not isinstance(pool, Mapping):
+            raise ValueError(f"[[{key}]] #{index + 1}: must be a table")
+        _no_unknown(
+            f"{key} #{index + 1}",
+            pool,
+            frozenset({"name", "site", "chip", "role", "instances", "tp", "model"}),
+        )
+        if pool.get("chip") not in chips:
+            raise ValueError(
+                f"[[{key}]] #{index + 1} chip: unknown catalog chip {pool.get('chip')!r}"
+            )
+        filled.append({"model": model_id, **pool})
+    try:
+        return topology_from_dict({"sites": sites, "links": links, "pools": filled}, chips, models)
+    except ValueError as exc:
+        raise ValueError(f"[[{key}]] / [[sites]] / [[links]]: {exc}") from None
+
+
+def _table(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ValueError(f"[{key}] must be a table")
+    return value
+
+
+def _no_unknown(section: str, raw: Mapping[str, Any], known: frozenset[str]) -> None:
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        where = f"[{section}] " if section else ""
+        raise ValueError(f"{where}unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
+
+def _build(section: str, cls: type[Any], raw: Mapping[str, Any], default: Any = None) -> Any:
+    if not raw and default is not None:
+        return default
+    _no_unknown(section, raw, frozenset(f.name for f in fields(cls)))
+    try:
+        return cls(**raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"[{section}] {exc}") from None

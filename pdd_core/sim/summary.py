@@ -1,0 +1,207 @@
+"""Aggregates of a run: the figures ``pdd compare`` and the report show (issue item 2).
+
+Percentiles and hit rates come from ``pdd_core.metrics``, so a simulated P99 means what a live
+dashboard's P99 means. Definitions, stated once:
+
+- TTFT, TPOT (each request's mean time per output token) and E2E percentiles are over served
+  requests; rejected requests are counted in ``rejected`` and never in a latency.
+- A request is *good* when it was served with TTFT <= ``SLA.ttft_p90_s`` and mean TPOT <=
+  ``SLA.tpot_p90_s``; goodput is good requests over the makespan (first arrival to last
+  finish). ``sla_met`` says whether the run's P90 and P99 percentiles all meet the SLA.
+- BCR is goodput over the hardware cost rate (DOMAIN.md section 5: requests/s per $/h);
+  ``bcr_revenue`` the revenue variant (price book revenue per hour over cost per hour).
+- WAN Gbps: mean is all WAN bytes over the makespan, peak the largest ``wan_bin_s`` bin.
+- Utilisation per role: busy time over instances x makespan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pdd_core import metrics
+from pdd_core.sim.records import RequestRecord
+from pdd_core.specs import SLA, PriceBook
+
+COMPARE_KEYS: tuple[str, ...] = (
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p99",
+    "goodput_rps",
+    "cost_per_hour",
+    "bcr",
+    "wan_gbps_mean",
+    "wan_gbps_peak",
+    "rld_token_share",
+    "rejected",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Aggregates of one policy's run (see the module docstring for each definition)."""
+
+    policy: str
+    requests: int
+    served: int
+    rejected: int
+    makespan_s: float
+    ttft_p50: float
+    ttft_p90: float
+    ttft_p99: float
+    tpot_p50: float
+    tpot_p90: float
+    tpot_p99: float
+    e2e_p50: float
+    e2e_p90: float
+    e2e_p99: float
+    longest_stall_p99: float
+    goodput_rps: float
+    throughput_rps: float
+    output_tokens_per_s: float
+    sla_met: bool
+    wan_bytes: float
+    wan_gbps_mean: float
+    wan_gbps_peak: float
+    rld_token_share: float
+    hit_request_weighted: float
+    hit_token_weighted: float
+    md_hit_token_weighted: float
+    cost_per_hour: float
+    bcr: float
+    revenue_per_hour: float
+    bcr_revenue: float
+    utilisation: dict[str, float]
+    pipeline_mix: dict[str, float]
+    handoff_mix: dict[str, float]
+    hit_bands: list[dict[str, Any]]
+
+    def compare_dict(self) -> dict[str, float]:
+        """Exactly the keys of ``pdd compare --json`` (NaN becomes None in JSON)."""
+        row = asdict(self)
+        return {key: row[key] for key in COMPARE_KEYS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(
+    policy: str,
+    records: Sequence[RequestRecord],
+    *,
+    sla: SLA,
+    prices: PriceBook,
+    cost_per_hour: float,
+    busy: dict[str, tuple[float, int]],
+    wan_series: Sequence[tuple[float, float]],
+) -> Summary:
+    """Fold the per-request records into a ``Summary``; ``busy`` maps role -> (s, instances)."""
+    served = [r for r in records if not r.rejected]
+    rejected = len(records) - len(served)
+    start = min((r.arrival_s for r in records), default=0.0)
+    end = max((r.finish_s for r in served), default=start)
+    makespan = max(end - start, 1e-9)
+    ttft = metrics.percentiles([r.ttft_s for r in served])
+    tpot = metrics.percentiles([r.tpot_mean_s for r in served if r.output_tokens > 1])
+    e2e = metrics.percentiles([r.e2e_s for r in served])
+    stall = metrics.percentile([r.longest_stall_s for r in served], 99)
+    good = sum(1 for r in served if r.ttft_s <= sla.ttft_p90_s and r.tpot_mean_s <= sla.tpot_p90_s)
+    goodput = good / makespan
+    out_tokens = sum(r.output_tokens for r in served)
+    rld_tokens = sum(r.tokens_rld for r in served)
+    wan_bytes = math.fsum(r.wan_bytes for r in served)
+    revenue = (
+        math.fsum(prices.revenue(r.miss_tokens, r.hit_tokens_p, r.output_tokens) for r in served)
+        * 3600
+        / makespan
+    )
+    sla_met = bool(
+        served
+        and ttft["p90"] <= sla.ttft_p90_s
+        and ttft["p99"] <= sla.ttft_p99_s
+        and tpot["p90"] <= sla.tpot_p90_s
+        and tpot["p99"] <= sla.tpot_p99_s
+    )
+    inputs = [r.input_tokens for r in served]
+    return Summary(
+        policy=policy,
+        requests=len(records),
+        served=len(served),
+        rejected=rejected,
+        makespan_s=makespan,
+        ttft_p50=ttft["p50"],
+        ttft_p90=ttft["p90"],
+        ttft_p99=ttft["p99"],
+        tpot_p50=tpot["p50"],
+        tpot_p90=tpot["p90"],
+        tpot_p99=tpot["p99"],
+        e2e_p50=e2e["p50"],
+        e2e_p90=e2e["p90"],
+        e2e_p99=e2e["p99"],
+        longest_stall_p99=stall,
+        goodput_rps=goodput,
+        throughput_rps=len(served) / makespan,
+        output_tokens_per_s=out_tokens / makespan,
+        sla_met=sla_met,
+        wan_bytes=wan_bytes,
+        wan_gbps_mean=wan_bytes * 8 / makespan / 1e9,
+        wan_gbps_peak=max((g for _, g in wan_series), default=0.0),
+        rld_token_share=rld_tokens / out_tokens if out_tokens else 0.0,
+        hit_request_weighted=metrics.request_weighted_hit([r.hit_tokens_p for r in served], inputs),
+        hit_token_weighted=metrics.token_weighted_hit([r.hit_tokens_p for r in served], inputs),
+        md_hit_token_weighted=metrics.token_weighted_hit([r.hit_tokens_md for r in served], inputs),
+        cost_per_hour=cost_per_hour,
+        bcr=goodput / cost_per_hour if cost_per_hour > 0 else math.nan,
+        revenue_per_hour=revenue,
+        bcr_revenue=revenue / cost_per_hour if cost_per_hour > 0 else math.nan,
+        utilisation={
+            role: seconds / (count * makespan) if count else 0.0
+            for role, (seconds, count) in busy.items()
+        },
+        pipeline_mix=_shares(r.pipeline for r in served),
+        handoff_mix=_shares(r.handoff_mode for r in served),
+        hit_bands=hit_band_table(records, sla),
+    )
+
+
+def _shares(values: Any) -> dict[str, float]:
+    counts = Counter(values)
+    total = sum(counts.values())
+    return {key: n / total for key, n in sorted(counts.items())} if total else {}
+
+
+def hit_band_table(records: Sequence[RequestRecord], sla: SLA) -> list[dict[str, Any]]:
+    """Per hit band of ``metrics.HIT_BAND_EDGES``: share, TTFT, WAN bytes, RLD share, rejects."""
+    labels = metrics.hit_band_labels()
+    bands: list[list[RequestRecord]] = [[] for _ in labels]
+    for record in records:
+        bands[metrics.hit_band_index(record.hit_ratio)].append(record)
+    total = len(records) or 1
+    total_wan = math.fsum(r.wan_bytes for r in records) or 1.0
+    rows = []
+    for label, band in zip(labels, bands, strict=True):
+        served = [r for r in band if not r.rejected]
+        ttft = [r.ttft_s for r in served]
+        tokens = sum(r.output_tokens for r in served)
+        rows.append(
+            {
+                "band": label,
+                "requests": len(band),
+                "share": len(band) / total,
+                "rejected": len(band) - len(served),
+                "ttft_p50": metrics.percentile(ttft, 50),
+                "ttft_p99": metrics.percentile(ttft, 99),
+                "ttft_within_sla": (
+                    sum(1 for t in ttft if t <= sla.ttft_p90_s) / len(ttft) if ttft else math.nan
+                ),
+                "wan_share": math.fsum(r.wan_bytes for r in band) / total_wan,
+                "rld_token_share": (sum(r.tokens_rld for r in served) / tokens if tokens else 0.0),
+                "pipelines": _shares(r.pipeline for r in served),
+            }
+        )
+    return rows

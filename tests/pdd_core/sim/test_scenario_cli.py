@@ -1,0 +1,76 @@
+"""Scenario files and the ``simulate`` / ``compare`` verbs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pdd_core.cli import main
+from pdd_core.scenario import load_scenario
+from pdd_core.sim import COMPARE_KEYS
+
+ROOT = Path(__file__).resolve().parents[3]
+SMALL = ROOT / "fixtures" / "scenarios" / "small.toml"
+REFERENCE = ROOT / "fixtures" / "scenarios" / "pdd_reference.toml"
+
+
+def test_reference_scenario_loads_with_the_catalog_chips_and_88_gpu_a_baseline():
+    scenario = load_scenario(REFERENCE)
+    assert scenario.model_id == "ref-1t-mla"
+    assert {p.chip for p in scenario.pdd.pools} == {"gpu-a", "gpu-b"}
+    assert sum(p.instances * p.tp for p in scenario.baseline.pools if p.chip == "gpu-a") == 88
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("[routing]", "[routing]\nbogus = 1"), "[routing] unknown key 'bogus'"),
+        (("transfer_budget_s = 0.3", "transfer_budget_s = -1"), "[routing] transfer_budget_s"),
+        (('model = "deepseek-v3"', 'model = "nope"'), "[scenario] model"),
+        (('chip = "h20"', 'chip = "nope"'), "chip: unknown catalog chip 'nope'"),
+        (("max_batch = 64", "max_batch = 0"), "[engine] max_batch"),
+    ],
+)
+def test_scenario_errors_name_the_key(tmp_path, edit, message):
+    text = SMALL.read_text(encoding="utf-8").replace(*edit, 1)
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        load_scenario(path)
+    assert message in str(info.value)
+    assert str(info.value).startswith("bad.toml: ")
+
+
+def test_compare_json_has_every_policy_and_exactly_the_keys(capsys):
+    assert main(["compare", str(SMALL), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert list(payload) == ["policies"]
+    assert list(payload["policies"]) == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
+    for row in payload["policies"].values():
+        assert tuple(row) == COMPARE_KEYS
+
+
+def test_compare_table_prints_all_policies_with_ratios(capsys):
+    assert main(["compare", str(SMALL)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert header == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
+    assert "ratios (x) are to same-dc" in out
+
+
+def test_simulate_writes_results_records_and_an_offline_report(tmp_path, capsys):
+    assert main(["simulate", str(SMALL), "--policy", "pdd", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert results["policy"] == "pdd"
+    with (tmp_path / "records.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == results["summary"]["requests"]
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    # plotly.js is inline (no <script src=...>), so the charts render offline.
+    assert "<script src" not in page
+    assert len(page) > 1_000_000
+    for title in ("TTFT CDF", "Hit-band breakdown", "WAN utilisation", "Pipeline mix", "RLD"):
+        assert title in page
