@@ -1,0 +1,167 @@
+"""The WAN emulator's control endpoint: a tiny authenticated HTTP/JSON server and its client.
+
+Demos and system tests degrade or cut the line while traffic runs ("what happens to TTFT when
+the line drops to 2 Gbps", "does the gateway hang when MD's link dies"), and the dashboard
+reads its byte counters. A handful of routes do not justify a web framework in ``pdd_core``,
+so this is plain asyncio: one request per connection, JSON in and out, a bearer token checked
+in constant time on every route.
+
+Routes: ``GET /counters``, ``POST /degrade`` ``{bandwidth_gbps?, rtt_ms?, jitter_ms?}``,
+``POST /cut`` ``{mode: "reset" | "blackhole"}``, ``POST /restore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from dataclasses import asdict
+from typing import Any
+
+from pdd_core.agent.wan import WanEmulator
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "PDD_WAN_TOKEN"
+MAX_BODY_BYTES = 64 * 1024
+MAX_HEADER_LINES = 64
+REQUEST_TIMEOUT_S = 5.0
+
+
+class ControlServer:
+    """Serves the control routes of one emulator on ``host:port``, requiring ``token``."""
+
+    def __init__(self, emulator: WanEmulator, *, token: str, host: str, port: int) -> None:
+        if not token:
+            raise ValueError(f"token: the control endpoint needs a shared token ({TOKEN_ENV})")
+        self.emulator = emulator
+        self._token = token.encode()
+        self._host, self._port = host, port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._server is not None, "start() first"
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            status, body = await asyncio.wait_for(self._handle(reader), REQUEST_TIMEOUT_S)
+        except (TimeoutError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            status, body = 400, {"error": "malformed request"}
+        except ConnectionError:
+            writer.close()
+            return
+        payload = json.dumps(body).encode()
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+        head = (
+            f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        writer.write(head.encode() + payload)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
+        request_line = (await reader.readline()).decode("latin-1").split()
+        if len(request_line) != 3:
+            raise ValueError("request line")
+        method, path, _ = request_line
+        headers: dict[str, str] = {}
+        for _ in range(MAX_HEADER_LINES):
+            line = (await reader.readline()).decode("latin-1").strip()
+            if not line:
+                break
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        else:
+            raise ValueError("too many headers")
+        length = int(headers.get("content-length", "0"))
+        if not 0 <= length <= MAX_BODY_BYTES:
+            raise ValueError("body size")
+        raw = await reader.readexactly(length) if length else b""
+        supplied = headers.get("authorization", "").removeprefix("Bearer ").encode()
+        if not hmac.compare_digest(supplied, self._token):
+            return 401, {"error": "missing or wrong bearer token"}
+        data = json.loads(raw) if raw else {}
+        if not isinstance(data, dict):
+            raise ValueError("body must be a JSON object")
+        return self._route(method, path, data)
+
+    def _route(self, method: str, path: str, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        emulator = self.emulator
+        if (method, path) == ("GET", "/counters"):
+            return 200, emulator.counters()
+        if (method, path) == ("POST", "/degrade"):
+            values = {k: data.get(k) for k in ("bandwidth_gbps", "rtt_ms", "jitter_ms")}
+            for key, value in values.items():
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int | float)
+                ):
+                    return 400, {"error": f"{key} must be a number"}
+            try:
+                settings = emulator.degrade(
+                    bandwidth_gbps=_number(values["bandwidth_gbps"]),
+                    rtt_ms=_number(values["rtt_ms"]),
+                    jitter_ms=_number(values["jitter_ms"]),
+                )
+            except ValueError as exc:
+                return 400, {"error": str(exc)}
+            return 200, {"settings": asdict(settings)}
+        if (method, path) == ("POST", "/cut"):
+            mode = data.get("mode", "reset")
+            if mode not in ("reset", "blackhole"):
+                return 400, {"error": "mode must be reset or blackhole"}
+            emulator.cut(mode)
+            return 200, {"cut": mode}
+        if (method, path) == ("POST", "/restore"):
+            emulator.restore()
+            return 200, {"cut": None}
+        return 404, {"error": f"no route {method} {path}"}
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+async def control_request(
+    address: tuple[str, int],
+    token: str,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = REQUEST_TIMEOUT_S,
+) -> tuple[int, dict[str, Any]]:
+    """Call a control route; returns ``(status, JSON body)``. For tests, demos and agents."""
+    payload = json.dumps(body).encode() if body is not None else b""
+
+    async def call() -> tuple[int, dict[str, Any]]:
+        reader, writer = await asyncio.open_connection(*address)
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: wan\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        writer.write(head.encode() + payload)
+        await writer.drain()
+        response = await reader.read()
+        writer.close()
+        head_bytes, _, content = response.partition(b"\r\n\r\n")
+        status = int(head_bytes.split(b" ", 2)[1])
+        parsed = json.loads(content) if content else {}
+        return status, parsed if isinstance(parsed, dict) else {"body": parsed}
+
+    return await asyncio.wait_for(call(), timeout_s)

@@ -1,0 +1,204 @@
+"""One direction of an emulated WAN line: fair-share serialization, then propagation delay.
+
+Split from ``wan`` so the shaping model (the part that must agree with the physics) reads on
+its own. Capacity is shared by the connections with bytes to send exactly as
+``pdd_core.transfer.FairShareLink`` shares it, and every chunk then takes a one-way delay of
+``RTT / 2`` plus seeded jitter. The link keeps its own timeline (``FairShareLink`` time): a
+connection with bytes waiting starts its next chunk at the instant the previous one drained on
+that timeline, not when the event loop got round to it, so timer slop delays delivery by a
+fraction of a millisecond but never accumulates into lost bandwidth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+
+from pdd_core.specs import LinkKind, LinkSpec
+from pdd_core.transfer import FairShareLink, FlowCompletion, sample_jitter
+
+# Unit of shaping: 256 KiB is 2 ms on a 1 Gbps line, fine-grained enough for fair sharing
+# while keeping the proxy's per-chunk Python overhead well below the line rate it emulates.
+CHUNK_BYTES = 256 * 1024
+MIN_WINDOW_BYTES = 4 * 1024 * 1024  # bytes a direction may hold in flight, at least
+NEAR_S = 2e-4  # drains closer than this are settled without sleeping (see ShapedLink._run)
+
+
+@dataclass(frozen=True, slots=True)
+class LineSettings:
+    """What the emulated line is now: capacity per direction, round trip, one-way jitter."""
+
+    bandwidth_gbps: float
+    rtt_ms: float
+    jitter_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.bandwidth_gbps > 0:
+            raise ValueError(f"bandwidth_gbps: must be positive, got {self.bandwidth_gbps!r}")
+        if self.rtt_ms < 0 or self.jitter_ms < 0:
+            raise ValueError("rtt_ms, jitter_ms: must be non-negative")
+
+    def link_spec(self) -> LinkSpec:
+        """The physics' view of this line (what ``transfer.transfer_time`` takes)."""
+        return LinkSpec(
+            id="emulated",
+            kind=LinkKind.WAN,
+            source_site="a",
+            target_site="b",
+            bandwidth_gbps=self.bandwidth_gbps,
+            rtt_ms=self.rtt_ms,
+            jitter_ms=self.jitter_ms,
+        )
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bandwidth_gbps * 1e9 / 8
+
+
+class Pipe:
+    """One direction of one connection: bytes read, waiting for the line, and in delay."""
+
+    def __init__(self, link: ShapedLink, writer: asyncio.StreamWriter) -> None:
+        self.link = link
+        self.writer = writer
+        # Bytes read but not yet on the line, as the reads returned them: the proxy never
+        # copies a payload in Python (at line rate, copies are what would cost the most).
+        self.waiting: deque[memoryview] = deque()
+        self.waiting_bytes = 0
+        self.on_line = 0
+        self.delayed: deque[tuple[float, list[memoryview]]] = deque()
+        self.delayed_bytes = 0
+        self.last_delivery = 0.0
+        self.eof = False
+        self.changed = asyncio.Event()
+
+    def held(self) -> int:
+        return self.waiting_bytes + self.on_line + self.delayed_bytes
+
+    def push(self, data: bytes) -> None:
+        self.waiting.append(memoryview(data))
+        self.waiting_bytes += len(data)
+
+    def take(self, limit: int) -> list[memoryview]:
+        """Up to ``limit`` waiting bytes, splitting a read without copying it."""
+        taken: list[memoryview] = []
+        size = 0
+        while self.waiting and size < limit:
+            view = self.waiting.popleft()
+            if size + len(view) > limit:
+                self.waiting.appendleft(view[limit - size :])
+                view = view[: limit - size]
+            taken.append(view)
+            size += len(view)
+        self.waiting_bytes -= size
+        return taken
+
+
+class ShapedLink:
+    """One direction of the line: fair-share serialization, then propagation delay."""
+
+    def __init__(self, settings: LineSettings, rng: random.Random) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._epoch = loop.time()
+        self._rng = rng
+        self.settings = settings
+        self._jitter_spec = settings.link_spec()
+        self._line = FairShareLink(replace(settings, rtt_ms=0.0).link_spec())
+        self._chunks: dict[Hashable, tuple[Pipe, list[memoryview]]] = {}
+        self._ids = itertools.count()
+        self._wake = asyncio.Event()
+        self._task = loop.create_task(self._run())
+
+    def clock(self) -> float:
+        """Seconds since this link was created: the time base of its ``FairShareLink``."""
+        return self._loop.time() - self._epoch
+
+    def window(self) -> int:
+        """Bytes a direction may hold: twice the bandwidth-delay product, so TCP-like windowing
+        never becomes the bottleneck the configured physics does not have."""
+        s = self.settings
+        delay = (s.rtt_ms + 4 * s.jitter_ms) / 1000.0 + 0.01
+        return max(MIN_WINDOW_BYTES, int(2 * s.bytes_per_s * delay))
+
+    def offer(self, pipe: Pipe) -> None:
+        """``pipe`` has new bytes: put its next chunk on the line if it has none there."""
+        self._settle(self.clock())
+        if not pipe.on_line and pipe.waiting:
+            self._start(pipe, self.clock())
+            self._wake.set()
+
+    def set_settings(self, settings: LineSettings) -> None:
+        """Change capacity, RTT or jitter from now on; bytes already sent keep their timing."""
+        # The line's clock may run a hair ahead of the loop's (see _run), never behind.
+        now = max(self.clock(), self._line.now)
+        self._settle(now)
+        self._finish(self._line.advance(now))
+        # FairShareLink reads its LinkSpec at every step, and it has been brought to ``now``,
+        # so swapping it changes every flow's share from this instant only.
+        self._line.link = replace(settings, rtt_ms=0.0).link_spec()
+        self.settings = settings
+        self._jitter_spec = settings.link_spec()
+        self._wake.set()
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    def _start(self, pipe: Pipe, at: float) -> None:
+        data = pipe.take(CHUNK_BYTES)
+        size = sum(len(view) for view in data)
+        chunk = next(self._ids)
+        self._chunks[chunk] = (pipe, data)
+        pipe.on_line = size
+        self._line.start(chunk, size, max(at, self._line.now))
+
+    def _settle(self, now: float) -> None:
+        """Process every chunk that drained by ``now``, at its exact drain time on the line."""
+        while (upcoming := self._line.next_completion()) is not None:
+            due = upcoming[1]
+            if due > now:
+                return
+            done = self._line.advance(max(due, self._line.now))
+            if not done:  # float rounding left the drain a hair later
+                done = self._line.advance(max(due, self._line.now) + 1e-9)
+                if not done:
+                    return
+            self._finish(done)
+
+    def _finish(self, done: list[FlowCompletion]) -> None:
+        for completion in done:
+            finished = completion.finished_s
+            pipe, data = self._chunks.pop(completion.flow_id)
+            size, pipe.on_line = pipe.on_line, 0
+            jitter = 0.0
+            if self.settings.jitter_ms > 0:
+                jitter = sample_jitter(self._jitter_spec, self._rng).delay_s
+            arrive = finished + self.settings.rtt_ms / 2000.0 + jitter
+            # TCP delivers in order: a chunk never overtakes the one before it.
+            pipe.last_delivery = max(pipe.last_delivery, arrive)
+            pipe.delayed.append((pipe.last_delivery, data))
+            pipe.delayed_bytes += size
+            pipe.changed.set()
+            if pipe.waiting:
+                self._start(pipe, finished)
+
+    async def _run(self) -> None:
+        while True:
+            now = self.clock()
+            upcoming = self._line.next_completion()
+            # A drain due within NEAR_S is settled now, on the line's own clock (it still lands
+            # at its exact time there): sleeping for it would cost a whole timer tick (about
+            # 1 ms), which a small control frame would pay on every hop.
+            if upcoming is not None and upcoming[1] - now < NEAR_S:
+                now = max(now, upcoming[1])
+            self._settle(now)
+            upcoming = self._line.next_completion()
+            self._wake.clear()
+            timeout = None if upcoming is None else max(NEAR_S, upcoming[1] - self.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)

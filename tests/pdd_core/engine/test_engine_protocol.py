@@ -1,0 +1,95 @@
+"""Block hash chains (the identity caches and the wire share) and the paced async facade."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pdd_core.cache import RadixCache
+from pdd_core.engine.protocol import (
+    KVBlock,
+    PacedEngine,
+    SequenceKV,
+    block_hashes,
+    check_cached_prefix,
+    check_chain,
+)
+from pdd_core.engine.tiny import TinyTransformer
+from pdd_core.engine.tokenizer import BOS, EOS, ByteTokenizer
+
+tokens_lists = st.lists(st.integers(0, 300), max_size=80)
+
+
+@given(tokens_lists, tokens_lists)
+def test_two_sequences_share_exactly_the_hashes_of_their_common_full_blocks(
+    a: list[int], b: list[int]
+) -> None:
+    size = 8
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+
+    ha, hb = block_hashes(a, size), block_hashes(b, size)
+
+    shared = 0
+    while shared < min(len(ha), len(hb)) and ha[shared] == hb[shared]:
+        shared += 1
+    assert shared == min(common // size, len(ha), len(hb))
+    # The radix cache sees the same reuse.
+    cache = RadixCache(block_size=size)
+    cache.insert(ha)
+    assert cache.peek(hb) == shared
+
+
+@given(tokens_lists.filter(bool), st.integers(0, 79))
+def test_a_chain_verifies_and_any_changed_token_breaks_it(tokens: list[int], at: int) -> None:
+    size = 8
+    hashes = block_hashes(tokens, size, partial=True)
+    blocks = [
+        KVBlock(i, h, tuple(tokens[i * size : (i + 1) * size]), b"") for i, h in enumerate(hashes)
+    ]
+
+    assert check_chain(blocks, size) == tokens
+    at %= len(tokens)
+    index = at // size
+    changed = list(blocks[index].tokens)
+    changed[at % size] += 1
+    blocks[index] = KVBlock(index, hashes[index], tuple(changed), b"")
+    with pytest.raises(ValueError, match=f"block {index}: hash"):
+        check_chain(blocks, size)
+
+
+def test_only_full_blocks_are_hashed_unless_partial_is_asked_for() -> None:
+    assert len(block_hashes(list(range(20)), 8)) == 2
+    assert len(block_hashes(list(range(20)), 8, partial=True)) == 3
+    assert block_hashes(list(range(20)), 8) == block_hashes(list(range(20)), 8, partial=True)[:2]
+
+
+def test_a_full_hit_still_recomputes_the_last_prompt_token() -> None:
+    cached = SequenceKV([1, 2, 3], block_size=2)
+
+    assert check_cached_prefix([1, 2, 3], cached) == 2
+    assert check_cached_prefix([1, 2, 3, 4], cached) == 3
+    assert check_cached_prefix([1, 2, 3, 4], None) == 0
+
+
+def test_tokenizer_round_trips_text_and_never_fails_on_ids() -> None:
+    tokenizer = ByteTokenizer()
+    text = "héllo, 世界"
+
+    ids = tokenizer.encode(text)
+
+    assert ids[0] == BOS
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode([0xE4, EOS, 104]) == "\ufffdh"
+
+
+async def test_paced_tiny_engine_offloads_and_gives_the_same_tokens() -> None:
+    engine = TinyTransformer()
+    prompt = ByteTokenizer().encode("offloaded")
+
+    result = await PacedEngine(engine, offload=True).prefill(prompt)
+
+    assert result.first_token == engine.prefill(prompt).first_token
+    assert result.seconds == 0.0
