@@ -45,7 +45,11 @@ async def connect(emu: WanEmulator) -> tuple[asyncio.StreamReader, asyncio.Strea
     return reader, writer
 
 
-@pytest.mark.parametrize(("megabytes", "gbps"), [(1, 0.2), (4, 0.2), (4, 0.5), (16, 0.5)])
+# A Python proxy adds a few ms of event-loop scheduling per transfer when the machine is busy
+# (CI shares two cores); the sizes and rates keep each transfer long enough (>= ~100 ms) that
+# the 10% bound tests the shaping, not the scheduler. bench/bench_wan_emulator.py covers up to
+# 2 Gbps.
+@pytest.mark.parametrize(("megabytes", "gbps"), [(1, 0.05), (4, 0.2), (8, 0.5), (16, 0.5)])
 async def test_transfer_time_matches_the_physics_within_ten_percent(
     probe_port: int, megabytes: int, gbps: float
 ) -> None:
