@@ -149,7 +149,11 @@ async def test_degrading_the_line_slows_the_next_transfer(probe_port: int) -> No
 
     slow = LineSettings(bandwidth_gbps=0.1, rtt_ms=20.0)
     expected = transfer_time(slow.link_spec(), 2 * MB)
-    assert expected * 0.99 <= measured <= expected * (1 + TOLERANCE)
+    before = transfer_time(fast.link_spec(), 2 * MB)
+    # One measurement, so only the direction is checked tightly (never faster than the degraded
+    # physics, far slower than the old line); accuracy has its own best-of-four test above.
+    assert expected * 0.99 <= measured <= expected * 1.5
+    assert measured > 3 * before
     writer.close()
     await emu.close()
 
