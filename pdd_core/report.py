@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdd_core.sim.summary import COMPARE_KEYS
+
 if TYPE_CHECKING:
     from pdd_core.sim import SimResult
 
@@ -120,20 +122,7 @@ def _num(value: float) -> float | None:
 
 
 def _summary_table(results: Mapping[str, SimResult]) -> str:
-    keys = (
-        "ttft_p50",
-        "ttft_p90",
-        "ttft_p99",
-        "tpot_p50",
-        "tpot_p99",
-        "goodput_rps",
-        "cost_per_hour",
-        "bcr",
-        "wan_gbps_mean",
-        "wan_gbps_peak",
-        "rld_token_share",
-        "rejected",
-    )
+    keys = COMPARE_KEYS
     head = "".join(f"<th>{html.escape(p)}</th>" for p in results)
     rows = []
     for key in keys:

@@ -434,26 +434,23 @@ def load_model_entries(catalog_dir: Path = CATALOG_DIR) -> list[dict[str, Any]]:
     return _load_entries(catalog_dir / "models.json", "models")
 
 
+def _keyed(specs: list[Any], filename: str) -> dict[str, Any]:
+    keyed: dict[str, Any] = {}
+    for spec in specs:
+        if spec.id in keyed:
+            raise ValueError(f"{filename}: duplicate id {spec.id!r}")
+        keyed[spec.id] = spec
+    return keyed
+
+
 def load_chips(catalog_dir: Path = CATALOG_DIR) -> dict[str, ChipSpec]:
     """Chips of the catalog keyed by their stable kebab-case id (``h100-sxm``)."""
-    chips = {}
-    for raw in load_chip_entries(catalog_dir):
-        spec = chip_from_dict(raw)
-        if spec.id in chips:
-            raise ValueError(f"chips.json: duplicate id {spec.id!r}")
-        chips[spec.id] = spec
-    return chips
+    return _keyed([chip_from_dict(raw) for raw in load_chip_entries(catalog_dir)], "chips.json")
 
 
 def load_models(catalog_dir: Path = CATALOG_DIR) -> dict[str, ModelSpec]:
     """Models of the catalog keyed by their stable kebab-case id (``deepseek-v3``)."""
-    models = {}
-    for raw in load_model_entries(catalog_dir):
-        spec = model_from_dict(raw)
-        if spec.id in models:
-            raise ValueError(f"models.json: duplicate id {spec.id!r}")
-        models[spec.id] = spec
-    return models
+    return _keyed([model_from_dict(raw) for raw in load_model_entries(catalog_dir)], "models.json")
 
 
 def topology_from_dict(
