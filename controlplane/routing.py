@@ -2,8 +2,10 @@
 
 from django.urls import path
 
+from controlplane.agents.consumers import AgentConfigConsumer
 from controlplane.inventory.consumers import InventoryConsumer
 
 websocket_urlpatterns = [
     path("ws/inventory/", InventoryConsumer.as_asgi()),
+    path("ws/agents/<int:agent_id>/", AgentConfigConsumer.as_asgi()),
 ]

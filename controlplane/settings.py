@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import django_stubs_ext
+import plotly
 
 from controlplane import env
 
@@ -43,6 +44,7 @@ INSTALLED_APPS = [
     "controlplane.core",
     "controlplane.accounts",
     "controlplane.inventory",
+    "controlplane.agents",
     "controlplane.telemetry",
     "controlplane.billing",
     "frontend",
@@ -134,6 +136,22 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every requ
 # no collectstatic step needed for the embedded defaults.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+# Plotly.js from the installed plotly package (no CDN): {% static 'plotly/plotly.min.js' %}.
+STATICFILES_DIRS = [("plotly", str(Path(plotly.__file__).resolve().parent / "package_data"))]
+
+# Telemetry (docs/monitoring.md): how long records and live rollups are kept, how often one
+# live group may be pushed to, the HMAC secret of alert webhooks, and an optional token that
+# may read /metrics besides operator and viewer API tokens.
+TELEMETRY_RETENTION_HOURS = env.env_int("PDD_TELEMETRY_RETENTION_HOURS", 48, minimum=1)
+TELEMETRY_LIVE_MIN_INTERVAL_S = env.env_int("PDD_LIVE_MIN_INTERVAL_MS", 500, minimum=0) / 1000
+TELEMETRY_WEBHOOK_SECRET = env.env_str("PDD_ALERT_WEBHOOK_SECRET", "") or SECRET_KEY
+TELEMETRY_METRICS_TOKEN = env.env_str("PDD_METRICS_TOKEN", "")
+
+# Agents (controlplane/agents): heartbeat period they are told, and how old their last heartbeat
+# may be before they show as stale, then dead (three and twelve missed beats by default).
+AGENT_HEARTBEAT_INTERVAL_S = env.env_int("PDD_AGENT_HEARTBEAT_INTERVAL_S", 5, minimum=1)
+AGENT_STALE_AFTER_S = env.env_int("PDD_AGENT_STALE_AFTER_S", 15, minimum=1)
+AGENT_DEAD_AFTER_S = env.env_int("PDD_AGENT_DEAD_AFTER_S", 60, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -165,6 +183,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two fields are called "role" with different choices: pool roles (P/RLD/MD) and agent roles.
+    "ENUM_NAME_OVERRIDES": {
+        "PoolRoleEnum": "controlplane.inventory.models.Role",
+        "AgentRoleEnum": "controlplane.agents.models.AgentRole",
+    },
 }
 
 LOGGING = {

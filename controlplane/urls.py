@@ -8,13 +8,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from controlplane.agents.api.urls import ROUTES as AGENT_ROUTES
 from controlplane.billing.api.urls import ROUTES as BILLING_ROUTES
 from controlplane.billing.api.urls import URLS as BILLING_URLS
 from controlplane.inventory.api.urls import ROUTES as INVENTORY_ROUTES
 from controlplane.telemetry.api.urls import URLS as TELEMETRY_URLS
 
 router = DefaultRouter()
-for prefix, viewset, basename in (*INVENTORY_ROUTES, *BILLING_ROUTES):
+for prefix, viewset, basename in (*INVENTORY_ROUTES, *BILLING_ROUTES, *AGENT_ROUTES):
     router.register(prefix, viewset, basename=basename)
 
 urlpatterns = [

@@ -38,6 +38,11 @@ class ApiToken(models.Model):
     tenant = models.ForeignKey(
         "billing.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # An agent token is bound to the site its agents run in: an agent cannot register (or be
+    # configured, or report) as another site's. PROTECT for the same reason as the tenant.
+    site = models.ForeignKey(
+        "inventory.Site", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["name"]
@@ -48,6 +53,10 @@ class ApiToken(models.Model):
             models.CheckConstraint(
                 condition=models.Q(tenant__isnull=True) | models.Q(scope=Scope.BILLING.value),
                 name="apitoken_tenant_only_for_billing",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(site__isnull=True) | models.Q(scope=Scope.AGENT.value),
+                name="apitoken_site_only_for_agent",
             ),
         ]
 

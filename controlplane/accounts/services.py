@@ -16,6 +16,7 @@ from controlplane.accounts.models import ApiToken, Scope
 
 if TYPE_CHECKING:
     from controlplane.billing.models import Tenant
+    from controlplane.inventory.models import Site
 
 TOKEN_PREFIX = "pdd"
 # last_used_at is refreshed at most this often, so authentication is not a write per request.
@@ -48,15 +49,19 @@ def api_token_issue(
     scope: str,
     created_by: AbstractBaseUser | None = None,
     tenant: Tenant | None = None,
+    site: Site | None = None,
 ) -> IssuedToken:
     """Create a token and return it with its secret, which is not recoverable afterwards.
 
-    ``tenant`` binds a billing token to one tenant's data; other scopes cannot be bound.
+    ``tenant`` binds a billing token to one tenant's data; ``site`` binds an agent token to the
+    site its agents run in (agents register only with a site-bound token).
     """
     if scope not in Scope.values:
         raise ValueError(f"scope: must be one of {', '.join(Scope.values)}, got {scope!r}")
     if tenant is not None and scope != Scope.BILLING.value:
         raise ValueError("tenant: only billing tokens can be bound to a tenant")
+    if site is not None and scope != Scope.AGENT.value:
+        raise ValueError("site: only agent tokens can be bound to a site")
     if not name.strip():
         raise ValueError("name: must not be empty")
     prefix = secrets.token_hex(4)
@@ -69,6 +74,7 @@ def api_token_issue(
         prefix=prefix,
         key_hash=hash_secret(raw),
         tenant=tenant,
+        site=site,
         created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
     )
     return IssuedToken(token=token, secret=raw)

@@ -1,4 +1,4 @@
-"""``manage.py create_token --name NAME --scope SCOPE [--tenant SLUG]``: the secret on stdout."""
+"""``manage.py create_token --name N --scope S [--tenant T] [--site S]``: secret on stdout."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--tenant", default=None, help="tenant slug; binds a billing token to that tenant"
         )
+        parser.add_argument(
+            "--site", default=None, help="site slug; binds an agent token to that site"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if ApiToken.objects.filter(name=options["name"]).exists():
@@ -30,8 +33,17 @@ class Command(BaseCommand):
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"no tenant {options['tenant']!r}")
+        site = None
+        if options["site"]:
+            from controlplane.inventory.models import Site
+
+            site = Site.objects.filter(slug=options["site"]).first()
+            if site is None:
+                raise CommandError(f"no site {options['site']!r}")
         try:
-            issued = api_token_issue(name=options["name"], scope=options["scope"], tenant=tenant)
+            issued = api_token_issue(
+                name=options["name"], scope=options["scope"], tenant=tenant, site=site
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(

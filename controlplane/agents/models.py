@@ -1,0 +1,78 @@
+"""The agent registry: which data-plane processes exist, where, and what config they run.
+
+Agents never touch the database; they register and heartbeat over REST and hold a WebSocket for
+configuration. Health is derived from the last heartbeat (see ``status``), never stored, so it
+cannot go stale itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from controlplane.inventory.models import Site, identifier_validator
+
+
+class AgentRole(models.TextChoices):
+    GATEWAY = "gateway", "Gateway"
+    PREFILL = "prefill", "Prefill (P)"
+    RELAY = "relay", "Relay decode (RLD)"
+    MAIN = "main", "Main decode (MD)"
+    WAN = "wan", "WAN link emulator"
+
+
+class AgentStatus(models.TextChoices):
+    HEALTHY = "healthy", "Healthy"
+    STALE = "stale", "Stale"
+    DEAD = "dead", "Dead"
+
+
+def status_at(last_heartbeat_at: datetime | None, now: datetime) -> str:
+    """healthy within ``AGENT_STALE_AFTER_S`` of the last heartbeat, stale until
+    ``AGENT_DEAD_AFTER_S``, dead after (and before any heartbeat)."""
+    if last_heartbeat_at is None:
+        return AgentStatus.DEAD.value
+    age = now - last_heartbeat_at
+    if age <= timedelta(seconds=settings.AGENT_STALE_AFTER_S):
+        return AgentStatus.HEALTHY.value
+    if age <= timedelta(seconds=settings.AGENT_DEAD_AFTER_S):
+        return AgentStatus.STALE.value
+    return AgentStatus.DEAD.value
+
+
+class Agent(models.Model):
+    """One data-plane process (gateway, P, RLD, MD or WAN emulator) in one site.
+
+    ``name`` is the agent's stable identity: re-registering under the same name (a restart)
+    updates the row instead of adding one. ``config_version`` is the version the agent last
+    acknowledged as applied; ``last_outage_*`` record the latest period an agent reports having
+    served on its last config while the control plane was unreachable.
+    """
+
+    name = models.CharField(max_length=100, unique=True, validators=[identifier_validator])
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="agents")
+    role = models.CharField(max_length=8, choices=AgentRole.choices)
+    address = models.CharField(max_length=255, blank=True, help_text="host:port it serves on")
+    engine = models.CharField(max_length=64, blank=True)
+    software_version = models.CharField(max_length=64, blank=True)
+    registered_at = models.DateTimeField(default=timezone.now)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    config_version = models.PositiveIntegerField(null=True, blank=True)
+    config_acked_at = models.DateTimeField(null=True, blank=True)
+    last_outage_started_at = models.DateTimeField(null=True, blank=True)
+    last_outage_ended_at = models.DateTimeField(null=True, blank=True)
+    stats = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["site__slug", "role", "name"]
+        indexes = [models.Index(fields=["last_heartbeat_at"], name="agent_heartbeat_idx")]
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    @property
+    def status(self) -> str:
+        return status_at(self.last_heartbeat_at, timezone.now())

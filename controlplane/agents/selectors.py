@@ -1,0 +1,41 @@
+"""Reads of the agent registry, with the rollout of the current config version."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from controlplane.agents.models import Agent, AgentStatus
+
+
+def agent_list() -> QuerySet[Agent]:
+    return Agent.objects.select_related("site")
+
+
+def agents_with_status(queryset: QuerySet[Agent], status: str) -> QuerySet[Agent]:
+    """Filter by derived status in the database (the thresholds are the model's)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
+    dead = now - timedelta(seconds=settings.AGENT_DEAD_AFTER_S)
+    if status == AgentStatus.HEALTHY:
+        return queryset.filter(last_heartbeat_at__gte=stale)
+    if status == AgentStatus.STALE:
+        return queryset.filter(last_heartbeat_at__lt=stale, last_heartbeat_at__gte=dead)
+    return queryset.exclude(last_heartbeat_at__gte=dead)
+
+
+def rollout(current_version: int) -> dict[str, Any]:
+    """How many agents run the current config version, per status."""
+    agents = list(agent_list())
+    on_current = [a for a in agents if a.config_version == current_version]
+    return {
+        "version": current_version,
+        "agents": len(agents),
+        "on_current_version": len(on_current),
+        "healthy": sum(a.status == AgentStatus.HEALTHY for a in agents),
+        "healthy_on_current_version": sum(a.status == AgentStatus.HEALTHY for a in on_current),
+    }
