@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.live_server import ServerProcess, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
@@ -28,23 +26,6 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-def _database_url(settings_dict: dict[str, Any]) -> str:
-    if settings_dict["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{settings_dict['NAME']}"
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    at = "@" if user else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
-    return f"postgres://{user}{password}{at}{host}{port}/{settings_dict['NAME']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def live_server_url(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
@@ -53,34 +34,13 @@ def live_server_url(
     from django.db import connection
 
     with django_db_blocker.unblock():
-        url = _database_url(connection.settings_dict)
-    port = _free_port()
-    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
-    env = {**os.environ, "DATABASE_URL": url, "PDD_DATA_DIR": str(tmp_path_factory.mktemp("data"))}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "controlplane.asgi:application"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"daphne exited early:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("daphne did not start within 60 s")
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        url = database_url(connection.settings_dict)
+    server = ServerProcess(
+        url, tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("daphne") / "daphne.log"
+    )
+    server.start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,102 @@
+"""pdd_core's AgentLink against a real daphne: register, config, ack, heartbeat, outage.
+
+The control plane is stopped and restarted under the agent: the agent keeps its last config,
+and its first heartbeat afterwards reports since when it served without the control plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from controlplane.accounts.services import api_token_issue
+from controlplane.agents.models import Agent
+from pdd_core.agent.control import AgentIdentity, AgentLink, ControlPlaneClient
+from tests import factories
+from tests.live_server import ServerProcess, database_url
+
+pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def server(tmp_path: Path, django_db_blocker: Any) -> Iterator[ServerProcess]:
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        url = database_url(connection.settings_dict)
+    process = ServerProcess(url, tmp_path / "data", tmp_path / "daphne.log")
+    process.start()
+    yield process
+    process.stop()
+
+
+async def _wait_for(predicate: Any, timeout_s: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.1)
+
+
+async def test_agent_registers_follows_config_and_rides_out_an_outage(
+    server: ServerProcess,
+) -> None:
+    site = await sync_to_async(factories.site)(slug="dc-a")
+    token = (await sync_to_async(api_token_issue)(name="a", scope="agent", site=site)).secret
+    applied: list[int] = []
+
+    async def apply(version: int, config: Mapping[str, Any]) -> None:
+        assert {"routing_table", "pools", "tenant_keys"} <= set(config)
+        applied.append(version)
+
+    client = ControlPlaneClient(server.url, token, timeout_s=2.0)
+    link = AgentLink(
+        client, AgentIdentity(name="md-0", site="dc-a", role="main", engine="timed"), apply,
+        stats=lambda: {"journal_pending": 0}, first_backoff_s=0.1, max_backoff_s=0.5,
+    )  # fmt: skip
+    task = asyncio.create_task(link.run())
+    try:
+        await _wait_for(lambda: _acked(link))
+        agent = await sync_to_async(Agent.objects.get)(name="md-0")
+        assert (agent.site_id, agent.config_version, applied) == (site.pk, 0, [0])
+
+        await asyncio.to_thread(server.stop)
+        await _wait_for(_async(lambda: link.unreachable_since is not None))
+        assert link.config_version == 0  # still serving on the last config
+
+        await asyncio.to_thread(server.start)
+        await _wait_for(_async(lambda: link.outages_reported == 1), timeout_s=30)
+        agent = await sync_to_async(Agent.objects.get)(name="md-0")
+        assert agent.last_outage_started_at is not None
+        assert agent.last_outage_ended_at is not None
+        assert agent.last_outage_started_at <= agent.last_outage_ended_at
+        assert agent.status == "healthy"
+        assert applied == [0]  # the reconnect re-sent version 0; it was not applied twice
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _async(check: Any) -> Any:
+    async def predicate() -> bool:
+        return bool(check())
+
+    return predicate
+
+
+async def _acked(link: AgentLink) -> bool:
+    if link.registration is None:
+        return False
+    version = await sync_to_async(
+        lambda: (
+            Agent.objects.filter(pk=link.registration.agent_id)  # type: ignore[union-attr]
+            .values_list("config_version", flat=True)
+            .first()
+        )
+    )()
+    return version == 0
