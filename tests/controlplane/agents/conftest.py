@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -7,6 +9,7 @@ from rest_framework.test import APIClient
 
 from controlplane.accounts.services import api_token_issue
 from tests import factories
+from tests.live_server import ServerProcess, database_url
 
 
 @pytest.fixture
@@ -34,3 +37,16 @@ def agent_a(site_a: Any) -> APIClient:
 @pytest.fixture
 def agent_b(site_b: Any) -> APIClient:
     return agent_client(site_b, "agent-token-b")[0]
+
+
+@pytest.fixture
+def server(tmp_path: Path, django_db_blocker: Any) -> Iterator[ServerProcess]:
+    """The control plane as a real daphne process on the test database; tests may restart it."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        url = database_url(connection.settings_dict)
+    process = ServerProcess(url, tmp_path / "data", tmp_path / "daphne.log")
+    process.start()
+    yield process
+    process.stop()

@@ -7,8 +7,7 @@ and its first heartbeat afterwards reports since when it served without the cont
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -18,21 +17,9 @@ from controlplane.accounts.services import api_token_issue
 from controlplane.agents.models import Agent
 from pdd_core.agent.control import AgentIdentity, AgentLink, ControlPlaneClient
 from tests import factories
-from tests.live_server import ServerProcess, database_url
+from tests.live_server import ServerProcess
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def server(tmp_path: Path, django_db_blocker: Any) -> Iterator[ServerProcess]:
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        url = database_url(connection.settings_dict)
-    process = ServerProcess(url, tmp_path / "data", tmp_path / "daphne.log")
-    process.start()
-    yield process
-    process.stop()
 
 
 async def _wait_for(predicate: Any, timeout_s: float = 20.0) -> None:
