@@ -72,6 +72,8 @@ class FrameType(IntEnum):
     ERROR = 12  # {code, message}: the request failed at the sender
     PING = 13  # {}: liveness probe on an idle connection
     PONG = 14  # {}
+    CACHE_EVENT = 15  # P, MD -> gateway: {added, removed}: block hashes entering/leaving a cache
+    WATCH = 16  # RLD -> MD: {}: answer HANDOFF_ACK{absorbed: 0} once the prefill KV is in
 
 
 CONTROL_TYPES = frozenset(t for t in FrameType if t is not FrameType.KV_BLOCK)

@@ -46,6 +46,7 @@ class FlowCounters:
     bytes_down: int = 0  # upstream -> client
     dropped: int = 0  # bytes a blackhole swallowed
     open: bool = True
+    upstream: str = ""  # where the flow goes (one line may front several upstreams)
 
 
 class WanEmulator:
@@ -71,6 +72,7 @@ class WanEmulator:
         self._writers: dict[int, tuple[asyncio.StreamWriter, ...]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self._routes: list[asyncio.Server] = []
         self._up: ShapedLink | None = None
         self._down: ShapedLink | None = None
 
@@ -80,6 +82,24 @@ class WanEmulator:
         self._down = ShapedLink(self.settings, random.Random(self.seed + 1))
         host, port = self.listen
         self._server = await asyncio.start_server(self._accept, host, port, limit=READ_BYTES)
+
+    async def add_route(
+        self, listen: tuple[str, int], upstream: tuple[str, int]
+    ) -> tuple[str, int]:
+        """Accept on ``listen`` too, proxying to ``upstream`` over the same shaped line.
+
+        One line between two sites fronts several agents (two MD instances behind one WAN):
+        every route shares the line's capacity and counters. Returns the bound address.
+        """
+        assert self._up is not None, "start() first"
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._accept_to(reader, writer, upstream)
+
+        server = await asyncio.start_server(accept, listen[0], listen[1], limit=READ_BYTES)
+        self._routes.append(server)
+        host, port = server.sockets[0].getsockname()[:2]
+        return str(host), int(port)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -91,6 +111,8 @@ class WanEmulator:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for route in self._routes:
+            route.close()
         self._abort_all()
         for task in list(self._tasks):
             task.cancel()
@@ -154,16 +176,28 @@ class WanEmulator:
                 writer.transport.abort()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._accept_to(reader, writer, self.upstream)
+
+    async def _accept_to(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        upstream: tuple[str, int],
+    ) -> None:
         if self.cut_mode == "reset" or self._up is None or self._down is None:
             writer.transport.abort()
             return
-        flow = FlowCounters(next(self._flow_ids), str(writer.get_extra_info("peername")))
+        flow = FlowCounters(
+            next(self._flow_ids),
+            str(writer.get_extra_info("peername")),
+            upstream=f"{upstream[0]}:{upstream[1]}",
+        )
         try:
             up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.upstream, limit=READ_BYTES), self.connect_timeout_s
+                asyncio.open_connection(*upstream, limit=READ_BYTES), self.connect_timeout_s
             )
         except (OSError, TimeoutError) as exc:
-            log.warning("wan: flow %d cannot reach upstream %s: %s", flow.flow, self.upstream, exc)
+            log.warning("wan: flow %d cannot reach upstream %s: %s", flow.flow, upstream, exc)
             writer.transport.abort()
             return
         self.flows[flow.flow] = flow

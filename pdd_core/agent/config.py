@@ -1,0 +1,235 @@
+"""The data plane's configuration file: agents, sites, the WAN line, engines, tenants, routing.
+
+Until the agents are wired to the control plane (the next issue), one JSON file describes a whole
+data plane, and every process reads the same file: ``pdd up`` writes a copy with the free ports
+it picked, and each ``pdd agent --role ROLE --id ID`` finds its own address and its peers' in it.
+A peer in another site is reached through the WAN emulator's route for it, so the cross-site
+hop is always shaped. Malformed values fail at start with the field named.
+
+API keys appear only as SHA-256 hex digests of the whole key (``hash_secret`` of the control
+plane's accounts app), so a config file can be committed without secrets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pdd_core.routing import RoutingTable
+from pdd_core.specs import SLA
+
+ROLES = ("gateway", "prefill", "relay", "main")
+
+
+class ConfigError(ValueError):
+    """The configuration file is malformed; the message names the field."""
+
+
+def hash_key(raw: str) -> str:
+    """SHA-256 hex of a whole API key: the control plane's ``hash_secret``, kept in step."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One agent process: its id, role, site and listening address (port 0 = pick one)."""
+
+    id: str
+    role: str
+    site: str
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WanSpec:
+    """The emulated line between the sites; ``routes`` maps a remote agent id to its port."""
+
+    bandwidth_gbps: float = 1.0
+    rtt_ms: float = 10.0
+    jitter_ms: float = 0.0
+    seed: int = 1
+    host: str = "127.0.0.1"
+    control_port: int = 0
+    control_token: str = "pdd-demo-wan"
+    routes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """Which engine every agent runs: ``tiny`` (real numpy model) or ``timed`` (roofline-paced).
+
+    For ``timed``, ``chips`` names the chip of each role (P and RLD in site A, MD in site B).
+    """
+
+    kind: str = "tiny"
+    model: str = "tiny-test"
+    chips: Mapping[str, str] = field(default_factory=dict)
+    tp: int = 1
+    time_scale: float = 1.0
+    payload_scale: float = 1.0
+    block_size: int = 16
+    decode_step_s: float = 0.0  # floor on a decode step's seconds (paces the tiny model)
+    prefill_s: float = 0.0  # floor on a prefill pass's seconds (the same, for prefill)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Batch sizes, cache capacities and every timeout of the data plane."""
+
+    request_timeout_s: float = 60.0
+    idle_timeout_s: float = 15.0
+    connect_timeout_s: float = 3.0
+    prefill_batch: int = 8
+    decode_batch: int = 32
+    relay_batch: int = 16
+    p_cache_tokens: int = 1_000_000
+    drc_tokens: int = 1_000_000
+    max_prompt_tokens: int = 32_768
+    default_max_tokens: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class DataPlaneConfig:
+    """Everything a data-plane process needs; one instance per file, shared by all agents."""
+
+    model: str
+    engine: EngineSpec
+    routing: RoutingTable
+    sla: SLA
+    wan: WanSpec
+    limits: Limits
+    tenants: Mapping[str, str]  # key sha256 -> tenant id
+    agents: tuple[AgentSpec, ...]
+    journal_dir: str = "var/journal"
+    journal_max_bytes: int = 4_000_000
+    allow_route_override: bool = False
+    prefill_s_per_token: float = 0.0  # tiny engine's predicted prefill cost per miss token
+    path: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def agent(self, agent_id: str) -> AgentSpec:
+        for spec in self.agents:
+            if spec.id == agent_id:
+                return spec
+        raise ConfigError(f"agents: no agent with id {agent_id!r}")
+
+    def of_role(self, role: str) -> list[AgentSpec]:
+        return [a for a in self.agents if a.role == role]
+
+    def address_of(self, agent_id: str, from_site: str) -> tuple[str, int]:
+        """Where ``from_site`` reaches ``agent_id``: directly in its site, else over the WAN."""
+        target = self.agent(agent_id)
+        if target.site != from_site:
+            if agent_id not in self.wan.routes:
+                raise ConfigError(f"wan.routes: no route to {agent_id!r} from {from_site!r}")
+            return self.wan.host, int(self.wan.routes[agent_id])
+        return target.host, target.port
+
+    def with_ports(
+        self, ports: Mapping[str, int], wan_routes: Mapping[str, int]
+    ) -> DataPlaneConfig:
+        agents = tuple(replace(a, port=ports.get(a.id, a.port)) for a in self.agents)
+        wan = replace(
+            self.wan,
+            routes=dict(wan_routes),
+            control_port=ports.get("wan-control", self.wan.control_port),
+        )
+        return replace(self, agents=agents, wan=wan)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file form, with the resolved ports (what ``pdd up`` hands its children)."""
+        raw = dict(self.raw)
+        raw["agents"] = [
+            {"id": a.id, "role": a.role, "site": a.site, "host": a.host, "port": a.port}
+            for a in self.agents
+        ]
+        wan = dict(raw.get("wan", {}))
+        wan["routes"] = dict(self.wan.routes)
+        wan["control_port"] = self.wan.control_port
+        raw["wan"] = wan
+        raw["tenants"] = [
+            {"id": tenant, "key_sha256": [k for k, t in self.tenants.items() if t == tenant]}
+            for tenant in sorted(set(self.tenants.values()))
+        ]
+        raw["journal"] = {"dir": self.journal_dir, "max_bytes": self.journal_max_bytes}
+        return raw
+
+
+def _section(raw: Mapping[str, Any], name: str, cls: type[Any]) -> Any:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name}: must be an object")
+    try:
+        return cls(**value)
+    except TypeError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
+    """Parse and validate a configuration object; ``ConfigError`` names the first bad field."""
+    agents: list[AgentSpec] = []
+    for position, item in enumerate(raw.get("agents", [])):
+        try:
+            spec = AgentSpec(**item)
+        except TypeError as exc:
+            raise ConfigError(f"agents[{position}]: {exc}") from None
+        if spec.role not in ROLES:
+            raise ConfigError(f"agents[{position}].role: must be one of {', '.join(ROLES)}")
+        agents.append(spec)
+    ids = [a.id for a in agents]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("agents: ids must be unique")
+    for role in ROLES:
+        if not any(a.role == role for a in agents):
+            raise ConfigError(f"agents: need at least one {role} agent")
+    tenants: dict[str, str] = {}
+    for position, item in enumerate(raw.get("tenants", [])):
+        tenant = item.get("id") if isinstance(item, dict) else None
+        keys = item.get("key_sha256", []) if isinstance(item, dict) else None
+        if not isinstance(tenant, str) or not isinstance(keys, list):
+            raise ConfigError(f"tenants[{position}]: needs id and a key_sha256 list")
+        for key in keys:
+            if not isinstance(key, str) or len(key) != 64:
+                raise ConfigError(f"tenants[{position}].key_sha256: a 64-hex-digit digest")
+            tenants[key.lower()] = tenant
+    wan_raw = dict(raw.get("wan", {}))
+    wan_raw["routes"] = {str(k): int(v) for k, v in dict(wan_raw.get("routes", {})).items()}
+    journal = raw.get("journal", {})
+    engine = _section(raw, "engine", EngineSpec)
+    if engine.kind not in ("tiny", "timed"):
+        raise ConfigError("engine.kind: must be tiny or timed")
+    return DataPlaneConfig(
+        model=str(raw.get("model", engine.model)),
+        engine=engine,
+        routing=_section(raw, "routing", RoutingTable),
+        sla=_section(raw, "sla", SLA),
+        wan=_section({"wan": wan_raw}, "wan", WanSpec),
+        limits=_section(raw, "limits", Limits),
+        tenants=tenants,
+        agents=tuple(agents),
+        journal_dir=str(journal.get("dir", "var/journal")),
+        journal_max_bytes=int(journal.get("max_bytes", 4_000_000)),
+        allow_route_override=bool(raw.get("allow_route_override", False)),
+        prefill_s_per_token=float(raw.get("prefill_s_per_token", 0.0)),
+        path=path,
+        raw=dict(raw),
+    )
+
+
+def load_config(path: Path | str) -> DataPlaneConfig:
+    """Read a configuration file (JSON)."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: must hold a JSON object")
+    return config_from_dict(raw, str(path))

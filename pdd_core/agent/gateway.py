@@ -1,0 +1,348 @@
+"""The gateway's core: route a request with ``pdd_core.routing``, drive it, merge its stream.
+
+The gateway keeps one connection to every P, RLD and MD (MD across the WAN) and a live view
+of the block hashes each P cache and MD DRC holds, fed by their ``CACHE_EVENT`` frames. A
+request is routed by the simulator's own functions: ``choose_instance`` picks the P that
+finishes its prefill soonest (queue + prefill of its miss), ``choose_pipeline`` the path from
+the hits and the predicted WAN transfer, ``predict_rejection`` answers 429 when the predicted
+TTFT breaks the SLA. The decode agents are told the request first, then P; tokens come back
+from RLD and MD tagged with their output index, and the merge delivers index after index, so
+a token is never repeated or skipped across a handoff. Every wait is bounded: a dead agent
+fails its requests at once, a silent one after ``idle_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
+from pdd_core.agent.journal import Journal, RequestRecord
+from pdd_core.agent.protocol import Frame, FrameType, control
+from pdd_core.agent.runtime import PeerLink, Predictor, hello
+from pdd_core.engine.protocol import block_hashes
+from pdd_core.engine.tokenizer import EOS
+from pdd_core.routing import (
+    InstanceView,
+    Pipeline,
+    RouteFeatures,
+    choose_instance,
+    choose_pipeline,
+    predict_rejection,
+)
+
+log = logging.getLogger(__name__)
+RECONNECT_S = 1.0
+
+
+class Gateway:
+    """Connections, cache views, routing and request execution (HTTP lives in gateway_api)."""
+
+    def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
+        self.config = config
+        self.spec = config.agent(agent_id)
+        self.predictor = Predictor(config)
+        self.block_size = config.engine.block_size
+        self.me = hello("gateway", agent_id, config.model)
+        self.links: dict[str, PeerLink] = {}
+        self.views: dict[str, set[int]] = {}
+        self.queued_s: dict[str, float] = {}
+        self.active: dict[str, asyncio.Queue[tuple[str, Frame | None]]] = {}
+        self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tickets = itertools.count(1)
+        self._reserved: dict[int, tuple[str, float]] = {}
+        self.inflight: dict[str, int] = {}
+        for role in ("prefill", "relay", "main"):
+            for agent in config.of_role(role):
+                self.views[agent.id] = set()
+                self.queued_s[agent.id] = 0.0
+                self.inflight[agent.id] = 0
+                self.links[agent.id] = PeerLink(
+                    agent.id,
+                    config.address_of(agent.id, self.spec.site),
+                    self.me,
+                    functools.partial(self._on_frame, agent.id),
+                    self._on_down,
+                    connect_timeout_s=config.limits.connect_timeout_s,
+                )
+
+    async def start(self) -> None:
+        task = asyncio.create_task(self._keep_connected())
+        self._tasks.add(task)
+        await self._connect_all()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for link in self.links.values():
+            await link.close()
+
+    async def _connect_all(self) -> None:
+        async def one(link: PeerLink) -> None:
+            if link.up:
+                return
+            with contextlib.suppress(ConnectionError):
+                await link.send(control(FrameType.PING))  # registers this gateway there
+
+        await asyncio.gather(*(one(link) for link in self.links.values()))
+
+    async def _keep_connected(self) -> None:
+        while True:
+            await asyncio.sleep(RECONNECT_S)
+            await self._connect_all()
+
+    def up(self, role: str) -> list[str]:
+        return [a.id for a in self.config.of_role(role) if self.links[a.id].up]
+
+    async def _on_frame(self, agent_id: str, frame: Frame) -> None:
+        if frame.type is FrameType.CACHE_EVENT:
+            view = self.views[agent_id]
+            if frame.body.get("reset"):
+                view.clear()
+            view.update(h for h in frame.body.get("added", []) if isinstance(h, int))
+            view.difference_update(h for h in frame.body.get("removed", []) if isinstance(h, int))
+            return
+        queue = self.active.get(frame.request_id)
+        if queue is not None:
+            queue.put_nowait((agent_id, frame))
+
+    def _on_down(self, link: PeerLink) -> None:
+        self.views[link.name].clear()
+        for queue in self.active.values():
+            queue.put_nowait((link.name, None))
+
+    def _hit(self, agent_id: str, hashes: list[int], input_tokens: int) -> int:
+        view = self.views[agent_id]
+        held = 0
+        for h in hashes:
+            if h not in view:
+                break
+            held += 1
+        return min(held * self.block_size, input_tokens)
+
+    def route(self, prompt: list[int], max_tokens: int, override: dict[str, Any]) -> Route:
+        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does."""
+        hashes = block_hashes(prompt, self.block_size)
+        prefills, relays, mains = self.up("prefill"), self.up("relay"), self.up("main")
+        if not prefills or not relays:
+            raise UpstreamError("no prefill or relay agent is reachable")
+        views = []
+        for index, agent in enumerate(prefills):
+            cached = self._hit(agent, hashes, len(prompt))
+            service = self.predictor.prefill_s(len(prompt) - cached, cached)
+            views.append(InstanceView(index, cached, self.queued_s[agent], service))
+        chosen = choose_instance(views)
+        prefill = prefills[chosen.index]
+        main, hit_md, transfer = None, 0, math.inf
+        if mains:
+            md_views = []
+            for index, agent in enumerate(mains):
+                cached = self._hit(agent, hashes, len(prompt))
+                # MD has no prefill queue; its running requests stand in (10 ms each) so
+                # equal hits spread over the instances instead of piling on the first.
+                load = 0.01 * self.inflight[agent]
+                md_views.append(
+                    InstanceView(
+                        index, cached, load, self.predictor.transfer_s(len(prompt) - cached)
+                    )
+                )
+            md = choose_instance(md_views)
+            main, hit_md, transfer = mains[md.index], md.cached_tokens, md.service_s
+        features = RouteFeatures(
+            input_tokens=len(prompt),
+            hit_tokens_p=chosen.cached_tokens,
+            hit_tokens_md=hit_md,
+            predicted_output_tokens=max_tokens,
+            wan_transfer_s=transfer,
+        )
+        decision = choose_pipeline(features, self.config.routing)
+        pipeline, reason = decision.pipeline, decision.reason
+        forced = override.get("pipeline")
+        if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
+            pipeline, reason = Pipeline(forced), "forced by the request"
+        if main is None and pipeline is not Pipeline.P_RLD:
+            pipeline, reason = Pipeline.P_RLD, "no main decode reachable: relay finishes it"
+        ttft = chosen.queue_s + chosen.service_s + (transfer if pipeline is Pipeline.P_MD else 0.0)
+        rejected = predict_rejection(ttft, self.config.sla, self.config.routing)
+        ticket = next(self._tickets)
+        if not rejected:  # reserve the prefill now, so concurrent arrivals see the queue
+            self._reserved[ticket] = (prefill, chosen.service_s)
+            self.queued_s[prefill] += chosen.service_s
+        return Route(
+            pipeline=pipeline,
+            reason=reason,
+            prefill=prefill,
+            relay=relays[0] if pipeline is not Pipeline.P_MD else None,
+            main=main if pipeline is not Pipeline.P_RLD else None,
+            hit_tokens_p=chosen.cached_tokens,
+            hit_tokens_md=hit_md,
+            predicted_ttft_s=ttft,
+            prefill_s=chosen.service_s,
+            rejected=rejected,
+            retry_after_s=max(1, math.ceil(chosen.queue_s)),
+            ticket=ticket,
+        )
+
+    def release(self, route: Route) -> None:
+        """Drop a request's prefill reservation (idempotent: prefilled, failed or abandoned)."""
+        held = self._reserved.pop(route.ticket, None)
+        if held is not None:
+            self.queued_s[held[0]] -= held[1]
+
+    async def generate(
+        self,
+        route: Route,
+        prompt: list[int],
+        max_tokens: int,
+        tenant: str,
+        override: dict[str, Any],
+    ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
+        """Run a routed request; yields each batch of new tokens in order with the outcome."""
+        rid = f"cmpl-{uuid.uuid4().hex}"
+        outcome = Outcome(rid, route)
+        queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
+        self.active[rid] = queue
+        for agent in (route.relay, route.main):
+            if agent is not None:
+                self.inflight[agent] += 1
+        prefilled = False
+        involved = [a for a in (route.relay, route.main) if a is not None]
+        meta = {
+            "max_tokens": max_tokens,
+            "pipeline": route.pipeline.value,
+            "tenant": tenant,
+            "rld": route.relay,
+            "md": route.main,
+            "handoff_mode": override.get("handoff_mode")
+            if self.config.allow_route_override
+            else None,
+        }
+        finished = False
+        try:
+            for agent in involved:
+                await self.links[agent].send(control(FrameType.GENERATE, rid, meta))
+            body = dict(meta, prompt_tokens=prompt)
+            await self.links[route.prefill].send(control(FrameType.GENERATE, rid, body))
+            merge = StreamMerge()
+            deadline = time.monotonic() + self.config.limits.request_timeout_s
+            while not merge.complete or not prefilled:
+                # Once every token is out only the statistics are missing: wait briefly.
+                wait = 2.0 if merge.complete else self.config.limits.idle_timeout_s
+                wait = min(wait, deadline - time.monotonic())
+                try:
+                    source, frame = await asyncio.wait_for(queue.get(), max(wait, 0.001))
+                except TimeoutError:
+                    if merge.complete:
+                        break
+                    raise UpstreamError("timed out waiting for the data plane") from None
+                if frame is None:
+                    if self._fatal(source, route, outcome, prefilled):
+                        raise UpstreamError(f"agent {source} went down")
+                    continue
+                if frame.type is FrameType.ERROR:
+                    raise UpstreamError(
+                        f"{source}: {frame.body.get('code')}: {frame.body.get('message', '')}"
+                    )
+                if frame.type is FrameType.KV_DONE:
+                    prefilled = True
+                    self.release(route)
+                    outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
+                    outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
+                    outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
+                    continue
+                if frame.type is not FrameType.TOKENS:
+                    continue
+                if "handoff_mode" in frame.body:
+                    outcome.handoff_mode = str(frame.body["handoff_mode"])
+                index = int(frame.body.get("index", 0))
+                tokens = [int(t) for t in frame.body.get("tokens", [])]
+                delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
+                fresh = [token for token, _ in delivered]
+                outcome.tokens.extend(fresh)
+                from_md = sum(1 for _, origin in delivered if origin == route.main)
+                outcome.md_tokens += from_md
+                outcome.rld_tokens += len(delivered) - from_md
+                if fresh:
+                    now = time.time()
+                    outcome.first_token_at = outcome.first_token_at or now
+                    outcome.last_token_at = now
+                    yield fresh, outcome
+            finished = True
+            outcome.finish_reason = (
+                "stop" if outcome.tokens and outcome.tokens[-1] == EOS else "length"
+            )
+        finally:
+            self.active.pop(rid, None)
+            self.release(route)
+            for agent in (route.relay, route.main):
+                if agent is not None:
+                    self.inflight[agent] -= 1
+            if not finished:
+                for agent in (route.prefill, *involved):
+                    link = self.links[agent]
+                    if link.up:
+                        with contextlib.suppress(ConnectionError, TimeoutError):
+                            await asyncio.wait_for(
+                                link.send(control(FrameType.CANCEL, rid, {"reason": "gateway"})),
+                                1.0,
+                            )
+
+    def _fatal(self, agent: str, route: Route, outcome: Outcome, prefilled: bool) -> bool:
+        """Whether losing ``agent`` dooms the request at this point."""
+        if agent == route.prefill:
+            return not prefilled
+        if agent == route.relay:
+            return route.main is None or (outcome.md_tokens == 0 and not outcome.handoff_mode)
+        if agent == route.main:
+            return route.relay is None or bool(outcome.handoff_mode) or outcome.md_tokens > 0
+        return False
+
+    def journal_outcome(
+        self, outcome: Outcome | None, route: Route, tenant: str, key_prefix: str, *, failed: bool
+    ) -> None:
+        """Write the gateway's complete record of a request (or a rejection)."""
+        now = time.time()
+        record = RequestRecord(
+            request_id=outcome.request_id if outcome else f"rej-{uuid.uuid4().hex}",
+            tenant=tenant,
+            model=self.config.model,
+            site=self.spec.site,
+            pipeline=route.pipeline.value,
+            arrival=outcome.arrival if outcome else now,
+            finish=now,
+            api_key_prefix=key_prefix,
+            role="gateway",
+            agent=self.spec.id,
+            rejected=route.rejected,
+        )
+        if outcome is not None:
+            record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
+            record.output_tokens = len(outcome.tokens)
+            record.wan_bytes = outcome.wan_bytes
+            record.handoff_mode = outcome.handoff_mode
+            record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
+            if outcome.first_token_at is not None:
+                record.ttft_s = outcome.first_token_at - outcome.arrival
+                if len(outcome.tokens) > 1 and outcome.last_token_at is not None:
+                    record.tpot_s = (outcome.last_token_at - outcome.first_token_at) / (
+                        len(outcome.tokens) - 1
+                    )
+        sla = self.config.sla
+        record.sla_met = (
+            not failed
+            and not route.rejected
+            and record.ttft_s is not None
+            and record.ttft_s <= sla.ttft_p99_s
+            and (record.tpot_s is None or record.tpot_s <= sla.tpot_p99_s)
+        )
+        self.journal.append(record.to_json())

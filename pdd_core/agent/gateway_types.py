@@ -1,0 +1,87 @@
+"""The plain data of the gateway's requests: the route, the outcome, the stream merge, errors.
+
+Kept apart from ``gateway`` (connections and control flow) so the response shapes and the
+tests can use them without the machinery.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pdd_core.routing import Pipeline
+
+
+class UpstreamError(Exception):
+    """The request failed inside the data plane (an agent died, timed out or reported an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a request goes and what the router predicted for it."""
+
+    pipeline: Pipeline
+    reason: str
+    prefill: str
+    relay: str | None
+    main: str | None
+    hit_tokens_p: int
+    hit_tokens_md: int
+    predicted_ttft_s: float
+    prefill_s: float
+    rejected: bool = False
+    retry_after_s: int = 0
+    ticket: int = 0
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the gateway learned of a request by its end (for usage, headers and the journal)."""
+
+    request_id: str
+    route: Route
+    tokens: list[int] = field(default_factory=list)
+    hit_tokens: int = 0
+    miss_tokens: int = 0
+    wan_bytes: int = 0
+    rld_tokens: int = 0
+    md_tokens: int = 0
+    handoff_mode: str = ""
+    finish_reason: str = "length"
+    arrival: float = field(default_factory=time.time)
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+
+
+class StreamMerge:
+    """Joins the token streams of RLD and MD into one, by output index.
+
+    Each source sends ``(index, tokens)``; tokens are delivered strictly in index order, a gap
+    waits for the token that fills it, and an index seen before is ignored. So whatever the
+    arrival order across the two connections, the client gets every position exactly once.
+    The stream is complete once the end-of-stream frame's last index has been delivered.
+    """
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.end: int | None = None
+        self._pending: dict[int, tuple[int, str]] = {}
+
+    @property
+    def complete(self) -> bool:
+        return self.end is not None and self.delivered >= self.end
+
+    def add(
+        self, index: int, tokens: list[int], source: str, *, last: bool
+    ) -> list[tuple[int, str]]:
+        """Take one frame; returns the ``(token, source)`` pairs now deliverable, in order."""
+        for offset, token in enumerate(tokens):
+            if index + offset >= self.delivered:
+                self._pending.setdefault(index + offset, (token, source))
+        if last:
+            self.end = index + len(tokens)
+        out: list[tuple[int, str]] = []
+        while self.delivered in self._pending:
+            out.append(self._pending.pop(self.delivered))
+            self.delivered += 1
+        return out

@@ -1,0 +1,198 @@
+"""The prefill (P) agent: batched prefill over a prefix cache, then dual-path KV transfer.
+
+A GENERATE from the gateway names the pipeline and the RLD and MD instances. P prefills the
+part of the prompt its prefix cache lacks (requests waiting together form one batch), then
+ships the KV both ways at once (DOMAIN.md section 4): every block to the relay beside it, and
+over the WAN to MD only the blocks MD's DRC lacks (asked with ``KV_QUERY``). It reports hit,
+miss and WAN bytes to the gateway in a ``KV_DONE`` and journals its part of the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdd_core.agent.base import AgentBase
+from pdd_core.agent.kvstore import BlockCache
+from pdd_core.agent.protocol import (
+    Frame,
+    FrameType,
+    KVBlockPayload,
+    control,
+    kv_block_frame,
+    token_ids,
+)
+from pdd_core.agent.runtime import Conn, PeerLink
+from pdd_core.engine.protocol import KVBlock, block_hashes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PrefillJob:
+    conn: Conn
+    request_id: str
+    prompt: list[int]
+    meta: dict[str, Any]
+    arrival: float = field(default_factory=time.time)
+
+
+class PrefillAgent(AgentBase):
+    """Serves GENERATE frames; one worker batches prefills, one task per request ships KV."""
+
+    role = "prefill"
+
+    def __init__(self, config: Any, agent_id: str) -> None:
+        super().__init__(config, agent_id)
+        self.cache = BlockCache(config.limits.p_cache_tokens, self.engine.block_size)
+        self.queue: asyncio.Queue[PrefillJob] = asyncio.Queue()
+        self.cancelled: set[str] = set()
+        self.queued: set[str] = set()
+        self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
+
+    async def start(self) -> None:
+        await super().start()
+        self.spawn(self._worker())
+
+    async def on_gateway(self, conn: Conn) -> None:
+        await self.cache_event(list(self.cache.blocks), [], True)
+
+    async def handle(self, conn: Conn, frame: Frame) -> None:
+        if frame.type is FrameType.GENERATE:
+            prompt = token_ids(frame.body, "prompt_tokens")
+            if not prompt:
+                await conn.send(control(FrameType.ERROR, frame.request_id, {"code": "bad_request"}))
+                return
+            self.queued.add(frame.request_id)
+            self.queue.put_nowait(PrefillJob(conn, frame.request_id, prompt, dict(frame.body)))
+        elif frame.type is FrameType.CANCEL and frame.request_id in self.queued:
+            self.cancelled.add(frame.request_id)
+
+    async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:
+        if frame.type is FrameType.KV_HAVE:
+            waiter = self._have.pop((agent_id, frame.request_id), None)
+            blocks = frame.body.get("blocks", 0)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(int(blocks) if isinstance(blocks, int) else 0)
+
+    def peer_down(self, link: PeerLink) -> None:
+        for (agent_id, rid), waiter in list(self._have.items()):
+            if agent_id == link.name and not waiter.done():
+                waiter.set_exception(ConnectionError(f"{agent_id} went down"))
+                self._have.pop((agent_id, rid), None)
+
+    async def _worker(self) -> None:
+        batch_limit = self.config.limits.prefill_batch
+        while True:
+            batch = [await self.queue.get()]
+            while len(batch) < batch_limit and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            done: list[tuple[PrefillJob, list[KVBlock], int, int]] = []
+            seconds = 0.0
+            for job in batch:
+                self.queued.discard(job.request_id)
+                if job.request_id in self.cancelled:
+                    self.cancelled.discard(job.request_id)
+                    continue
+                hashes = block_hashes(job.prompt, self.engine.block_size)
+                hit = self.cache.match(hashes, len(job.prompt))
+                cached = self.engine.import_blocks(self.cache.get(hashes[:hit])) if hit else None
+                result = self.engine.prefill(job.prompt, cached)
+                seconds += result.seconds
+                blocks = self.engine.export_blocks(result.kv)
+                added, removed = self.cache.store(blocks)
+                await self.cache_event(added, removed, False)
+                done.append(
+                    (
+                        job,
+                        blocks,
+                        min(hit * self.engine.block_size, len(job.prompt)),
+                        result.first_token,
+                    )
+                )
+            # Prefill is compute-bound: a batch takes the sum of its passes.
+            await asyncio.sleep(seconds)
+            for job, blocks, hit_tokens, first in done:
+                self.spawn(self._ship(job, blocks, hit_tokens, first))
+
+    async def _ship(
+        self, job: PrefillJob, blocks: list[KVBlock], hit_tokens: int, first_token: int
+    ) -> None:
+        rid, meta = job.request_id, job.meta
+        rld, md = meta.get("rld"), meta.get("md")
+        legs: list[Any] = []
+        if isinstance(rld, str):
+            legs.append(self._send_all(self.peer(rld), rid, blocks, first_token, len(job.prompt)))
+        if isinstance(md, str):
+            legs.append(self._send_missing(md, rid, blocks, first_token, len(job.prompt)))
+        results = await asyncio.gather(*legs, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        wan_bytes, md_have = 0, 0
+        if isinstance(md, str) and not isinstance(results[-1], BaseException):
+            wan_bytes, md_have = results[-1]
+        relay_ok = isinstance(rld, str) and not isinstance(results[0], BaseException)
+        if errors and relay_ok:
+            # Only MD's leg failed: RLD has the KV and finishes the request itself.
+            log.warning("%s: KV to MD failed (%s); the relay keeps it", rid, errors[0])
+        elif errors:
+            log.warning("%s: KV transfer failed: %s", rid, errors[0])
+            await self.to_gateway(
+                job.conn,
+                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": str(errors[0])}),
+            )
+            return
+        body = {
+            "hit_tokens": hit_tokens,
+            "miss_tokens": len(job.prompt) - hit_tokens,
+            "wan_bytes": wan_bytes,
+            "md_have_blocks": md_have,
+            "blocks": len(blocks),
+            "first_token": first_token,
+        }
+        await self.to_gateway(job.conn, control(FrameType.KV_DONE, rid, body))
+        self.record(
+            rid,
+            meta,
+            job.arrival,
+            hit_tokens=hit_tokens,
+            miss_tokens=len(job.prompt) - hit_tokens,
+            wan_bytes=wan_bytes,
+        )
+
+    async def _send_all(
+        self,
+        link: PeerLink,
+        rid: str,
+        blocks: list[KVBlock],
+        first: int,
+        tokens: int,
+        *,
+        start: int = 0,
+    ) -> int:
+        sent = 0
+        for block in blocks[start:]:
+            payload = KVBlockPayload(block.block_hash, block.index, block.tokens, block.data)
+            sent += await link.send(kv_block_frame(rid, payload))
+        done = {"blocks": len(blocks), "have": start, "tokens": tokens, "first_token": first}
+        sent += await link.send(control(FrameType.KV_DONE, rid, done))
+        return sent
+
+    async def _send_missing(
+        self, md: str, rid: str, blocks: list[KVBlock], first: int, tokens: int
+    ) -> tuple[int, int]:
+        """KV_QUERY MD's DRC, then send only the blocks it lacks; returns (bytes, blocks held)."""
+        link = self.peer(md)
+        full = [b.block_hash for b in blocks if len(b.tokens) == self.engine.block_size]
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._have[(md, rid)] = waiter
+        sent = await link.send(control(FrameType.KV_QUERY, rid, {"block_hashes": full}))
+        try:
+            have = await asyncio.wait_for(waiter, self.config.limits.idle_timeout_s)
+        finally:
+            self._have.pop((md, rid), None)
+        have = max(0, min(have, len(full)))
+        sent += await self._send_all(link, rid, blocks, first, tokens, start=have)
+        return sent, have

@@ -1,0 +1,209 @@
+"""``pdd replay``: an OpenAI client that replays a trace against a gateway and measures it.
+
+Prompts are built so the trace's prefix sharing is real: each block-hash id becomes one fixed
+block of text (``block_text``), so two requests sharing their first k hash ids share their
+first k text blocks, and the data plane's caches see the same reuse the trace describes. Long
+traces are scaled down: ``block_tokens`` tokens of text per trace block (the trace's own block
+is 512 tokens) and ``output_scale`` trace output tokens per requested token. Requests go out
+at their trace arrival times divided by ``speed``; each is a streaming completion with usage,
+so the client measures TTFT and TPOT itself and reads the pipeline from ``x-pdd-pipeline``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import string
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pdd_core.metrics import percentile
+from pdd_core.workload.request import Request
+
+ALPHABET = string.ascii_lowercase + " "
+
+
+def block_text(hash_id: int, tokens: int) -> str:
+    """The text of one trace block: ``tokens`` bytes, a pure function of the hash id."""
+    rng = random.Random(hash_id)
+    return "".join(rng.choice(ALPHABET) for _ in range(tokens))
+
+
+def build_prompt(request: Request, block_tokens: int, trace_block: int = 512) -> str:
+    """Text whose blocks follow the request's hash ids, cut to its scaled input length."""
+    length = max(1, math.ceil(request.input_tokens * block_tokens / trace_block))
+    if not request.block_hashes:
+        return block_text(hash(request.id) & 0xFFFFFFFF, length)
+    text = "".join(block_text(h, block_tokens) for h in request.block_hashes)
+    return text[:length] if len(text) >= length else text
+
+
+@dataclass(slots=True)
+class Result:
+    ok: bool
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    pipeline: str = ""
+    cached_tokens: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    error: str = ""
+
+
+@dataclass(slots=True)
+class Summary:
+    results: list[Result] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for r in self.results if not r.ok)
+
+    def pipelines(self) -> Counter[str]:
+        return Counter(r.pipeline for r in self.results if r.ok)
+
+    def table(self) -> str:
+        ok = [r for r in self.results if r.ok]
+        lines = [
+            f"requests: {len(self.results)}  ok: {len(ok)}  failed: {self.failures}  "
+            f"wall: {self.wall_s:.1f} s"
+        ]
+        for name, values in (
+            ("TTFT", [r.ttft_s for r in ok if r.ttft_s is not None]),
+            ("TPOT", [r.tpot_s for r in ok if r.tpot_s is not None]),
+        ):
+            if values:
+                cells = "  ".join(
+                    f"p{q}={percentile(values, q) * 1e3:.1f} ms" for q in (50, 90, 99)
+                )
+                lines.append(f"{name}: {cells}  (n={len(values)})")
+        mix = self.pipelines()
+        lines.append("pipelines: " + ", ".join(f"{k}={v}" for k, v in sorted(mix.items())))
+        prompt = sum(r.prompt_tokens for r in ok)
+        cached = sum(r.cached_tokens for r in ok)
+        if prompt:
+            lines.append(f"cached prompt tokens: {cached}/{prompt} ({cached / prompt:.1%})")
+        errors = Counter(r.error for r in self.results if not r.ok)
+        for message, count in errors.most_common(3):
+            lines.append(f"error x{count}: {message}")
+        return "\n".join(lines)
+
+
+async def stream_completion(
+    url: str, api_key: str, body: dict[str, Any], timeout_s: float
+) -> Result:
+    """POST one streaming completion and time it from the client's side."""
+    parts = urlsplit(url)
+    payload = json.dumps(body).encode()
+    started = time.perf_counter()
+    first: float | None = None
+    last = started
+    count = 0
+    usage: dict[str, Any] = {}
+
+    async def run() -> Result:
+        nonlocal first, last, count, usage
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+        try:
+            head = (
+                f"POST /v1/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                f"Authorization: Bearer {api_key}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\n\r\n"
+            )
+            writer.write(head.encode() + payload)
+            await writer.drain()
+            status_line = await reader.readline()
+            status = int(status_line.split()[1])
+            headers: dict[str, str] = {}
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            if status != 200:
+                text = (await reader.read()).decode(errors="replace")
+                return Result(False, error=f"HTTP {status}: {text[:120]}")
+            error = ""
+            while line := await reader.readline():
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:].strip()
+                if data == b"[DONE]":
+                    break
+                event = json.loads(data)
+                if "error" in event:
+                    error = str(event["error"].get("message", "error"))
+                    continue
+                if event.get("usage"):
+                    usage = event["usage"]
+                for choice in event.get("choices", []):
+                    if choice.get("token_ids"):
+                        now = time.perf_counter()
+                        first = first or now
+                        last = now
+                        count += len(choice["token_ids"])
+            if error:
+                return Result(False, error=error)
+            ttft = None if first is None else first - started
+            tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
+            details = usage.get("prompt_tokens_details") or {}
+            return Result(
+                True,
+                ttft_s=ttft,
+                tpot_s=tpot,
+                pipeline=headers.get("x-pdd-pipeline", ""),
+                cached_tokens=int(details.get("cached_tokens", 0)),
+                prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                output_tokens=count,
+            )
+        finally:
+            writer.close()
+
+    try:
+        return await asyncio.wait_for(run(), timeout_s)
+    except TimeoutError:
+        return Result(False, error="client timeout")
+    except (OSError, ValueError, IndexError) as exc:
+        return Result(False, error=f"{type(exc).__name__}: {exc}")
+
+
+async def replay(
+    requests: list[Request],
+    *,
+    gateway: str,
+    api_key: str,
+    model: str,
+    speed: float,
+    block_tokens: int,
+    output_scale: float,
+    max_output: int,
+    timeout_s: float,
+) -> Summary:
+    """Send every request at its (scaled) arrival time; gather the client-side results."""
+    summary = Summary()
+    if not requests:
+        return summary
+    start = time.perf_counter()
+    origin = requests[0].arrival_s
+
+    async def one(request: Request) -> Result:
+        delay = (request.arrival_s - origin) / speed - (time.perf_counter() - start)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        max_tokens = max(1, min(max_output, math.ceil(request.output_tokens / output_scale)))
+        body = {
+            "model": model,
+            "prompt": build_prompt(request, block_tokens),
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "return_token_ids": True,
+        }
+        return await stream_completion(gateway, api_key, body, timeout_s)
+
+    summary.results = list(await asyncio.gather(*(one(r) for r in requests)))
+    summary.wall_s = time.perf_counter() - start
+    return summary

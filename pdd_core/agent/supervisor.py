@@ -1,0 +1,186 @@
+"""``pdd up``'s engine: start a whole data plane on loopback and stop it without orphans.
+
+It reads a topology file (a data-plane configuration whose ports may be 0), picks free ports,
+puts a WAN-emulator route in front of every agent outside the gateway's site, issues a fresh
+API key for the ``demo`` tenant, writes the resolved configuration into a run directory and
+starts one ``pdd agent`` child per agent plus the line. Children are started with
+``PR_SET_PDEATHSIG`` (Linux) so they die with the supervisor even if it is killed outright;
+``stop`` sends SIGTERM, waits a bounded time, then SIGKILLs what is left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import queue
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from pdd_core.agent.config import DataPlaneConfig, hash_key, load_config
+
+START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def resolve(config: DataPlaneConfig, run_dir: Path) -> tuple[DataPlaneConfig, str]:
+    """Ports for every agent, WAN routes for the remote site, a demo key; returns (config, key)."""
+    gateway_site = config.of_role("gateway")[0].site
+    ports = {a.id: a.port or free_port(a.host) for a in config.agents}
+    ports["wan-control"] = config.wan.control_port or free_port(config.wan.host)
+    routes = {
+        a.id: int(config.wan.routes.get(a.id, 0)) or free_port(config.wan.host)
+        for a in config.agents
+        if a.site != gateway_site
+    }
+    key = "pdd-demo-" + secrets.token_hex(16)
+    tenants = dict(config.tenants)
+    tenants[hash_key(key)] = "demo"
+    journal = config.journal_dir
+    if not os.path.isabs(journal):
+        journal = str(run_dir / "journal")
+    resolved = replace(config.with_ports(ports, routes), tenants=tenants, journal_dir=journal)
+    return resolved, key
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class DataPlane:
+    """The children of one ``pdd up``: start, wait for each to be ready, stop them all."""
+
+    def __init__(self, topology: Path | str, run_dir: Path | str) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config, self.api_key = resolve(load_config(topology), self.run_dir)
+        self.config_path = self.run_dir / "dataplane.json"
+        self.config_path.write_text(json.dumps(self.config.to_dict(), indent=2))
+        self.children: dict[str, subprocess.Popen[str]] = {}
+        self.addresses: dict[str, str] = {}
+        self._ready: queue.Queue[tuple[str, str]] = queue.Queue()
+
+    @property
+    def gateway_url(self) -> str:
+        return self.addresses[self.config.of_role("gateway")[0].id]
+
+    @property
+    def wan_control(self) -> tuple[str, int]:
+        return self.config.wan.host, self.config.wan.control_port
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start every child in dependency order; raises ``RuntimeError`` if one fails to start."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            for role in START_ORDER:
+                ids = ["wan"] if role == "wan" else [a.id for a in self.config.of_role(role)]
+                for agent_id in ids:
+                    self._spawn(role, agent_id)
+                self._await_ready(ids, deadline)
+            self._await_gateway(deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _spawn(self, role: str, agent_id: str) -> None:
+        log = (self.run_dir / f"{agent_id}.log").open("w")
+        command = [
+            sys.executable,
+            "-m",
+            "pdd_core",
+            "agent",
+            "--role",
+            role,
+            "--id",
+            agent_id,
+            "--config",
+            str(self.config_path),
+        ]
+        child = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            # Runs before exec in the child; the watcher threads start only after the fork.
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+        )
+        self.children[agent_id] = child
+
+        def watch() -> None:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("ready "):
+                    self._ready.put((agent_id, line.split()[-1]))
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    def _await_ready(self, ids: list[str], deadline: float) -> None:
+        waiting = set(ids)
+        while waiting:
+            for agent_id in waiting:
+                code = self.children[agent_id].poll()
+                if code is not None:
+                    raise RuntimeError(f"{agent_id} exited with {code}; see {self.run_dir}")
+            try:
+                agent_id, address = self._ready.get(
+                    timeout=max(0.01, min(0.2, deadline - time.monotonic()))
+                )
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"not ready in time: {sorted(waiting)}") from None
+                continue
+            self.addresses[agent_id] = address
+            waiting.discard(agent_id)
+
+    def _await_gateway(self, deadline: float) -> None:
+        """Until the gateway reaches every agent (it reconnects each second)."""
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.gateway_url + "/health", timeout=2) as response:
+                    agents = json.loads(response.read())["agents"]
+                if all(agents.values()):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the gateway did not reach every agent in time")
+
+    def pids(self) -> dict[str, int]:
+        return {agent_id: child.pid for agent_id, child in self.children.items()}
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM every child, wait up to ``grace_s``, SIGKILL the rest; reap them all."""
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for child in self.children.values():
+            try:
+                child.wait(timeout=max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=5)
+
+    def kill(self, agent_id: str) -> None:
+        """SIGKILL one child (tests: a dead agent must not hang the gateway)."""
+        child = self.children[agent_id]
+        child.kill()
+        child.wait(timeout=5)

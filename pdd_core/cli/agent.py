@@ -1,0 +1,40 @@
+"""``pdd agent``: run one data-plane process (gateway, prefill, relay, main decode, or the WAN).
+
+Every process reads the same configuration file (``pdd_core.agent.config``) and finds its own
+address and its peers' there; ``pdd up`` starts a whole data plane this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "agent",
+        help="run one data-plane agent (gateway | prefill | relay | main | wan)",
+        description="Run one agent of the configuration file until SIGTERM or Ctrl-C. It "
+        "prints 'ready ROLE ID ADDRESS' once it listens.",
+    )
+    parser.add_argument(
+        "--role", required=True, choices=("gateway", "prefill", "relay", "main", "wan")
+    )
+    parser.add_argument("--config", required=True, help="data-plane configuration (JSON)")
+    parser.add_argument("--id", help="agent id in the file (default: the first of the role)")
+    parser.add_argument("--log-level", default="WARNING")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from pdd_core.agent.config import load_config
+    from pdd_core.agent.run import run_process
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
+    config = load_config(args.config)
+    agent_id = args.id
+    if agent_id is None and args.role != "wan":
+        agent_id = config.of_role(args.role)[0].id
+    return run_process(config, args.role, agent_id or "wan")

@@ -1,0 +1,65 @@
+"""Data planes of real processes on loopback for the system tests, and a small HTTP client.
+
+Each fixture starts a whole plane (gateway, two P, one RLD, two MD, the WAN emulator) with
+``pdd_core.agent.supervisor`` from a fixture topology, waits (bounded) until the gateway reaches
+every agent, and stops every child afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pdd_core.agent.supervisor import DataPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"
+
+
+def start_plane(tmp: Path, topology: Path, **changes: Any) -> DataPlane:
+    raw = json.loads(topology.read_text())
+    for section, values in changes.items():
+        if isinstance(values, dict):
+            raw.setdefault(section, {}).update(values)
+        else:
+            raw[section] = values
+    path = tmp / "topology.json"
+    path.write_text(json.dumps(raw))
+    plane = DataPlane(path, tmp / "run")
+    plane.start(timeout_s=60)
+    return plane
+
+
+@pytest.fixture(scope="session")
+def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
+    plane = start_plane(tmp_path_factory.mktemp("tiny"), TINY)
+    yield plane
+    plane.stop()
+
+
+def post(
+    plane: DataPlane, path: str, body: dict[str, Any], *, timeout: float = 30
+) -> tuple[int, dict[str, str], Any]:
+    """POST JSON to the gateway; returns (status, headers, parsed body or SSE events)."""
+    request = urllib.request.Request(
+        plane.gateway_url + path,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {plane.api_key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read().decode()
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, json.loads(exc.read())
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        events = [line[6:] for line in raw.splitlines() if line.startswith("data: ")]
+        return status, headers, [e if e == "[DONE]" else json.loads(e) for e in events]
+    return status, headers, json.loads(raw)

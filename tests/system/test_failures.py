@@ -1,0 +1,122 @@
+"""Overload and dead agents: 429 with Retry-After, and no stream left hanging.
+
+This plane predicts 2 ms of prefill per miss token against a 0.5 s TTFT target (and makes a
+prefill last 0.3 s), so a burst of long prompts fills both P queues and the rest are rejected
+early (Mooncake-style admission).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from pdd_core.agent.supervisor import DataPlane
+from tests.system.conftest import TINY, post, start_plane
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
+    plane = start_plane(
+        tmp_path_factory.mktemp("overload"),
+        TINY,
+        prefill_s_per_token=0.002,
+        sla={"ttft_p90_s": 0.5, "ttft_p99_s": 0.5},
+        limits={"idle_timeout_s": 3.0},
+        engine={"prefill_s": 0.3},  # a burst's prefills really overlap
+    )
+    yield plane
+    plane.stop()
+
+
+def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:
+    body = {"prompt": "y" * 200, "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: post(plane, "/v1/completions", body), range(8)))
+
+    statuses = sorted(status for status, _, _ in results)
+    assert 200 in statuses and 429 in statuses, statuses
+    for status, headers, payload in results:
+        if status == 429:
+            assert int(headers["retry-after"]) >= 1
+            assert payload["error"]["code"] == "rate_limit_exceeded"
+    journal = plane.run_dir / "journal" / "gateway.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert sum(r["rejected"] for r in records) == statuses.count(429)
+
+
+def test_killing_main_decode_mid_stream_ends_the_stream_with_an_error(plane: DataPlane) -> None:
+    request = urllib.request.Request(
+        plane.gateway_url + "/v1/completions",
+        data=json.dumps(
+            {"prompt": "short", "max_tokens": 400, "stream": True, "pdd": {"pipeline": "P-MD"}}
+        ).encode(),
+        headers={"Authorization": f"Bearer {plane.api_key}"},
+    )
+    lines: list[str] = []
+    with urllib.request.urlopen(request, timeout=20) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if len(lines) == 3:
+                    plane.kill("md-0")
+                    plane.kill("md-1")
+            if lines and lines[-1] == "[DONE]":
+                break
+
+    assert lines[-1] == "[DONE]"
+    error = json.loads(lines[-2])
+    assert error["error"]["type"] == "server_error"
+
+
+def test_after_losing_every_main_decode_requests_finish_on_the_relay(plane: DataPlane) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the gateway notices the lost links
+        with urllib.request.urlopen(plane.gateway_url + "/health", timeout=5) as response:
+            agents = json.loads(response.read())["agents"]
+        if not agents["md-0"] and not agents["md-1"]:
+            break
+        time.sleep(0.1)
+    status, headers, body = post(
+        plane, "/v1/completions", {"prompt": "still here", "max_tokens": 5}
+    )
+
+    assert status == 200
+    assert headers["x-pdd-pipeline"] == "P-RLD"
+    assert body["usage"]["completion_tokens"] == 5
+
+
+def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(plane: DataPlane) -> None:
+    body = {"prompt": "relay me", "max_tokens": 400, "stream": True, "pdd": {"pipeline": "P-RLD"}}
+    request = urllib.request.Request(
+        plane.gateway_url + "/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {plane.api_key}"},
+    )
+    lines: list[str] = []
+    with urllib.request.urlopen(request, timeout=20) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if len(lines) == 3:
+                    plane.kill("rld-0")
+            if lines and lines[-1] == "[DONE]":
+                break
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status, _, after = post(plane, "/v1/completions", {"prompt": "anyone?", "max_tokens": 2})
+        if status == 503:
+            break
+        time.sleep(0.1)
+
+    assert json.loads(lines[-2])["error"]["type"] == "server_error"
+    assert status == 503
+    assert after["error"]["type"] == "server_error"
