@@ -15,4 +15,13 @@ app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    "telemetry-alerts-evaluate": {
+        "task": "controlplane.telemetry.tasks.alerts_evaluate_task",
+        "schedule": 5.0,
+    },
+    "telemetry-prune": {
+        "task": "controlplane.telemetry.tasks.telemetry_prune_task",
+        "schedule": 3600.0,
+    },
+}

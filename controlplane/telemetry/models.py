@@ -62,7 +62,10 @@ class RequestRecord(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["tenant", "finish_time"])]
+        indexes = [
+            models.Index(fields=["tenant", "finish_time"]),
+            models.Index(fields=["finish_time"], name="requestrecord_finish"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(input_tokens=F("hit_tokens") + F("miss_tokens")),
@@ -76,3 +79,155 @@ class RequestRecord(models.Model):
 
     def __str__(self) -> str:
         return str(self.request_id)
+
+
+def _empty_map() -> dict[str, int]:
+    return {}
+
+
+class RollupScope(models.TextChoices):
+    """What a rollup row aggregates over. ``pool`` is the pipeline (records name no pool: the
+    pipeline says which roles' pools served the request); ``site-pipeline`` exists for the
+    cumulative Prometheus counters only; ``model`` and ``tenant-model`` serve SLA rules."""
+
+    ALL = "all", "Everything"
+    SITE = "site", "Entry site"
+    POOL = "pool", "Pipeline (the pools it runs on)"
+    TENANT = "tenant", "Tenant"
+    MODEL = "model", "Model"
+    TENANT_MODEL = "tenant-model", "Tenant and model"
+    SITE_PIPELINE = "site-pipeline", "Site and pipeline (cumulative counters)"
+
+
+class TelemetryRollup(models.Model):
+    """Additive aggregates of the records that finished in one window of one scope.
+
+    Every field is a sum (or a sparse map of counts), so rows are updated incrementally at
+    ingestion and any set of rows can be merged; percentiles come from the histograms of
+    ``telemetry.sketch``. ``window_s`` is 5 or 60 for the live windows, 0 for the cumulative
+    all-time row behind ``/metrics`` (its ``start`` is the epoch; it is never pruned).
+    """
+
+    window_s = models.PositiveIntegerField()
+    scope = models.CharField(max_length=16, choices=RollupScope.choices)
+    key = models.CharField(max_length=140, blank=True, default="")
+    start = models.DateTimeField()
+    requests = models.BigIntegerField(default=0, help_text="all records, rejected included")
+    rejected = models.BigIntegerField(default=0)
+    sla_met = models.BigIntegerField(default=0, help_text="served requests that met the SLA")
+    input_tokens = models.BigIntegerField(default=0)
+    hit_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    wan_bytes = models.BigIntegerField(default=0)
+    rld_tokens = models.BigIntegerField(default=0)
+    md_tokens = models.BigIntegerField(default=0)
+    hit_ratio_sum = models.FloatField(default=0.0, help_text="sum of per-request hit ratios")
+    ttft_count = models.BigIntegerField(default=0)
+    ttft_sum = models.FloatField(default=0.0)
+    tpot_count = models.BigIntegerField(default=0)
+    tpot_sum = models.FloatField(default=0.0)
+    revenue = models.FloatField(default=0.0, help_text="price-book revenue of served requests")
+    hit_bands = models.JSONField(default=_empty_map, help_text="band index -> requests")
+    ttft_hist = models.JSONField(default=_empty_map)
+    tpot_hist = models.JSONField(default=_empty_map)
+    pipelines = models.JSONField(default=_empty_map, help_text="pipeline -> requests")
+    handoffs = models.JSONField(default=_empty_map, help_text="handoff mode -> requests")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["window_s", "scope", "key", "start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["window_s", "scope", "key", "start"], name="rollup_unique_window"
+            ),
+            models.CheckConstraint(
+                condition=Q(scope__in=[s.value for s in RollupScope]), name="rollup_scope_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["window_s", "scope", "key", "-start"], name="rollup_series"),
+            models.Index(fields=["start"], name="rollup_start"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.window_s}s {self.scope}:{self.key} @ {self.start:%H:%M:%S}"
+
+
+class AlertMetric(models.TextChoices):
+    TTFT_P90 = "ttft_p90", "TTFT P90 (s) above"
+    TTFT_P99 = "ttft_p99", "TTFT P99 (s) above"
+    TPOT_P90 = "tpot_p90", "TPOT P90 (s) above"
+    TPOT_P99 = "tpot_p99", "TPOT P99 (s) above"
+    GOODPUT = "goodput_rps", "Goodput (req/s) below"
+
+
+class SlaRule(models.Model):
+    """An SLA target for a model and/or tenant (blank: all), checked on each closed window.
+
+    Latency metrics breach when the window's value is above ``threshold``; goodput breaches when
+    it is below (a floor). A window without served requests is not evaluated.
+    """
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=100)
+    model = models.CharField(max_length=64, blank=True, help_text="model slug; blank: all")
+    tenant = models.CharField(max_length=64, blank=True, help_text="tenant slug; blank: all")
+    metric = models.CharField(max_length=16, choices=AlertMetric.choices)
+    threshold = models.FloatField()
+    window_s = models.PositiveIntegerField(default=60, choices=[(5, "5 s"), (60, "1 min")])
+    enabled = models.BooleanField(default=True)
+    webhook_url = models.URLField(blank=True, help_text="POSTed on open and resolve, signed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(threshold__gte=0), name="slarule_threshold_gte_0"),
+            models.CheckConstraint(
+                condition=Q(metric__in=[m.value for m in AlertMetric]), name="slarule_metric_valid"
+            ),
+            models.CheckConstraint(condition=Q(window_s__in=[5, 60]), name="slarule_window"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def is_floor(self) -> bool:
+        return self.metric == AlertMetric.GOODPUT
+
+
+class AlertState(models.TextChoices):
+    OPEN = "open", "Open"
+    RESOLVED = "resolved", "Resolved"
+
+
+class Alert(models.Model):
+    """One breach of a rule, from the first window that broke it to the first that did not.
+
+    ``value`` is the latest evaluated value, ``worst`` the worst seen while open.
+    """
+
+    rule = models.ForeignKey(SlaRule, on_delete=models.CASCADE, related_name="alerts")
+    state = models.CharField(max_length=8, choices=AlertState.choices, default=AlertState.OPEN)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    value = models.FloatField()
+    worst = models.FloatField()
+    threshold = models.FloatField(help_text="the rule's threshold when the alert opened")
+
+    class Meta:
+        ordering = ["-first_seen", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule"], condition=Q(state="open"), name="alert_one_open_per_rule"
+            ),
+            models.CheckConstraint(
+                condition=Q(last_seen__gte=F("first_seen")), name="alert_last_after_first"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "-first_seen"], name="alert_state_time")]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.state} since {self.first_seen:%Y-%m-%d %H:%M:%S}"

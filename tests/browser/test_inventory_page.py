@@ -19,6 +19,7 @@ def test_operator_logs_in_and_sees_the_demo_inventory(live_server_url: str, page
     )
 
     log_in(page, live_server_url, "ops", "ops-pass-123")
+    page.goto(f"{live_server_url}/topology/")  # the inventory at a glance moved off "/"
 
     assert page.inner_text("#site-dc-a h2").startswith("Datacenter A")
     assert "b-main" in page.inner_text("#site-dc-b")

@@ -1,10 +1,15 @@
-"""Telemetry routes: the ingestion endpoint (not a router resource, so a plain path)."""
+"""Telemetry routes: ingestion and the summary are plain paths; rules and alerts are router
+resources (registered on the project's one router)."""
 
 from django.urls import path
 
-from controlplane.telemetry.api import views
+from controlplane.telemetry.api import monitoring, views
 
-ROUTES = ()
+ROUTES = (
+    ("telemetry/sla-rules", monitoring.SlaRuleViewSet, "sla-rule"),
+    ("telemetry/alerts", monitoring.AlertViewSet, "alert"),
+)
 URLS = [
     path("telemetry/records/", views.RecordIngestView.as_view(), name="telemetry-records"),
+    path("telemetry/summary/", monitoring.SummaryView.as_view(), name="telemetry-summary"),
 ]

@@ -57,7 +57,7 @@ def test_seed_demo_operator_login(client: Any) -> None:
     )
 
     assert client.login(username="demo", password="demo-pass-1")
-    page = client.get("/")
+    page = client.get("/topology/")  # the inventory at a glance; "/" is the live overview
     assert page.status_code == 200
     assert b"Datacenter A" in page.content
     assert b"h800" in page.content

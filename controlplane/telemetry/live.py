@@ -1,0 +1,78 @@
+"""Live points: what ingestion pushes to ``/ws/live/`` after its transaction commits.
+
+Groups are ``live.all``, ``live.site.<slug>``, ``live.pool.<pipeline>`` and
+``live.tenant.<slug>``. A push carries only the windows the batch changed, with their full
+current values (a point is a window: the page replaces a point with the same ``start`` and
+appends a new one). Pushes go through ``core.broadcast`` throttled per group to one per
+``TELEMETRY_LIVE_MIN_INTERVAL_S``; a dropped push is made good by the group's next one, which
+carries the same windows' newer totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from controlplane.core.broadcast import broadcast, group_name
+from controlplane.telemetry.models import RollupScope, TelemetryRollup
+from controlplane.telemetry.rollups import WINDOWS, accumulate, rollups_apply
+from controlplane.telemetry.selectors import cost_rates, point_of, prices_by_model
+
+LIVE_SCOPES = (RollupScope.ALL, RollupScope.SITE, RollupScope.POOL, RollupScope.TENANT)
+LIVE_AREA = "live"
+
+
+def live_group(scope: str, key: str = "") -> str:
+    """``live.all`` or ``live.<scope>.<key>``."""
+    if scope == RollupScope.ALL:
+        return group_name(LIVE_AREA)
+    return group_name(LIVE_AREA, scope, key)
+
+
+def rollups_ingest(records: Sequence[Mapping[str, Any]]) -> list[TelemetryRollup]:
+    """Roll newly stored records into their windows (inside the ingestion transaction)."""
+    if not records:
+        return []
+    latest: datetime = max(r["finish_time"] for r in records)
+    prices = prices_by_model({r["model"] for r in records}, latest)
+
+    def revenue_of(record: Mapping[str, Any]) -> float:
+        book = prices.get(record["model"])
+        if book is None:
+            return 0.0
+        return book.revenue(record["miss_tokens"], record["hit_tokens"], record["output_tokens"])
+
+    return rollups_apply(accumulate(records, revenue_of))
+
+
+def live_payloads(rows: Iterable[TelemetryRollup]) -> dict[str, dict[str, Any]]:
+    """The message for each live group the rows belong to."""
+    rates = cost_rates(cached=True)
+    messages: dict[str, dict[str, Any]] = {}
+    live = {s.value for s in LIVE_SCOPES}
+    for row in rows:
+        if row.window_s not in WINDOWS or row.scope not in live:
+            continue
+        group = live_group(row.scope, row.key)
+        message = messages.setdefault(
+            group, {"event": "points", "scope": row.scope, "key": row.key, "points": []}
+        )
+        message["points"].append(point_of(row, rates))
+    return messages
+
+
+def live_publish(rows: Iterable[TelemetryRollup]) -> int:
+    """Push the rows' points to their groups (throttled); returns how many were sent."""
+    interval = float(settings.TELEMETRY_LIVE_MIN_INTERVAL_S)
+    return sum(
+        broadcast(group, message, min_interval=interval)
+        for group, message in live_payloads(rows).items()
+    )
+
+
+def alert_publish(alert: Mapping[str, Any]) -> None:
+    """Alert openings and resolutions are rare and must not be dropped: forced push."""
+    broadcast(live_group(RollupScope.ALL), {"event": "alert", "alert": dict(alert)}, force=True)

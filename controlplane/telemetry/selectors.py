@@ -1,0 +1,181 @@
+"""Reads of telemetry: series and latest points of a scope, cost rates, prices, alerts.
+
+Every figure is derived from rollup rows (``summary.summarize``); nothing here reads request
+records, so a read costs a few indexed queries whatever the traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from controlplane.billing.models import PriceBook
+from controlplane.inventory.models import ChipModel, InstancePool, Link, LinkKind
+from controlplane.telemetry.integrations import active_plan
+from controlplane.telemetry.models import (
+    Alert,
+    AlertMetric,
+    AlertState,
+    RollupScope,
+    SlaRule,
+    TelemetryRollup,
+)
+from controlplane.telemetry.rollups import delta_of
+from controlplane.telemetry.summary import summarize
+from pdd_core import specs
+
+# Roles whose pools serve a pipeline: the cost behind the ``pool`` scope.
+PIPELINE_ROLES = {"P-MD": {"P", "MD"}, "P-RLD-MD": {"P", "RLD", "MD"}, "P-RLD": {"P", "RLD"}}
+_COST_TTL_S = 5.0
+_cost_cache: dict[str, Any] = {}
+
+
+def cost_rates(*, cached: bool = False) -> dict[str, Any]:
+    """Hardware cost per hour of the deployment and per site and pipeline (``$/h``).
+
+    From the active plan's pools when ``controlplane.planning`` has one, else the inventory's
+    pools (count x chips per instance x chip price, as ``pdd_core.specs.Topology.cost_per_hour``).
+    ``cached`` keeps the answer for 5 s (ingestion calls it for every batch).
+    """
+    if cached and _cost_cache and time.monotonic() - _cost_cache["at"] < _COST_TTL_S:
+        return dict(_cost_cache["rates"])
+    plan = active_plan()
+    if plan is not None and plan.pools:
+        # What the active plan runs, priced from the chip catalog.
+        prices = dict(ChipModel.objects.values_list("slug", "price_per_hour"))
+        pools = [
+            (
+                str(p["site"]),
+                str(p["role"]),
+                int(p["instances"]) * int(p.get("tp", 1)) * float(prices.get(p["chip"]) or 0),
+            )
+            for p in plan.pools
+        ]
+    else:
+        pools = [
+            (p.site.slug, p.role, p.chip_count * float(p.chip.price_per_hour))
+            for p in InstancePool.objects.select_related("site", "chip")
+        ]
+    rates: dict[str, Any] = {
+        "all": sum(c for _, _, c in pools),
+        "site": {},
+        "pool": {
+            pipe: sum(c for _, role, c in pools if role in roles)
+            for pipe, roles in PIPELINE_ROLES.items()
+        },
+    }
+    for site, _, cost in pools:
+        rates["site"][site] = rates["site"].get(site, 0.0) + cost
+    _cost_cache.update(at=time.monotonic(), rates=rates)
+    return rates
+
+
+def cost_for(rates: Mapping[str, Any], scope: str, key: str) -> float | None:
+    """The cost rate behind a scope: its site's or pipeline's pools; the deployment's for
+    all, tenants and models (they share every pool)."""
+    if scope in (RollupScope.SITE, RollupScope.POOL):
+        return float(rates[scope].get(key, 0.0))
+    return float(rates["all"])
+
+
+def prices_by_model(models: set[str], when: datetime) -> dict[str, specs.PriceBook]:
+    """The price book in force at ``when`` for each model (the earliest currency by code when
+    a model is priced in several; revenue rates are indicative, invoices are exact)."""
+    books = (
+        PriceBook.objects.filter(model__slug__in=models, effective_from__lte=when)
+        .exclude(effective_to__lte=when)
+        .select_related("model")
+        .order_by("currency")
+    )
+    found: dict[str, specs.PriceBook] = {}
+    for b in books:
+        found.setdefault(
+            b.model.slug,
+            specs.PriceBook(
+                miss_input_per_mtok=float(b.miss_input_per_mtok or Decimal(0)),
+                hit_input_per_mtok=float(b.hit_input_per_mtok or Decimal(0)),
+                output_per_mtok=float(b.output_per_mtok or Decimal(0)),
+                currency=b.currency,
+            ),
+        )
+    return found
+
+
+def point_of(row: TelemetryRollup, rates: Mapping[str, Any]) -> dict[str, Any]:
+    return summarize(
+        delta_of(row),
+        window_s=row.window_s,
+        start=row.start,
+        scope=row.scope,
+        key=row.key,
+        cost_per_hour=cost_for(rates, row.scope, row.key),
+    )
+
+
+def series(*, window_s: int, scope: str, key: str = "", points: int = 120) -> list[dict[str, Any]]:
+    """The last ``points`` windows that have data, oldest first (one indexed query)."""
+    since = timezone.now() - timedelta(seconds=window_s * points)
+    rows = list(
+        TelemetryRollup.objects.filter(
+            window_s=window_s, scope=scope, key=key, start__gte=since
+        ).order_by("-start")[:points]
+    )
+    rates = cost_rates()
+    return [point_of(r, rates) for r in reversed(rows)]
+
+
+def scope_keys(scope: str, window_s: int = 60) -> list[str]:
+    """The keys of a scope that have retained rollups (for the dashboard's scope picker)."""
+    return list(
+        TelemetryRollup.objects.filter(window_s=window_s, scope=scope)
+        .values_list("key", flat=True)
+        .distinct()
+        .order_by("key")
+    )
+
+
+def wan_capacity_gbps() -> float:
+    return float(
+        sum(Link.objects.filter(kind=LinkKind.WAN).values_list("bandwidth_gbps", flat=True))
+    )
+
+
+def sla_lines() -> dict[str, float]:
+    """Thresholds of the enabled deployment-wide rules per metric, for the charts' SLA lines;
+    ``pdd_core.specs.SLA`` defaults where no rule says otherwise."""
+    default = specs.SLA()
+    lines = {"ttft_p90": default.ttft_p90_s, "ttft_p99": default.ttft_p99_s,
+             "tpot_p90": default.tpot_p90_s, "tpot_p99": default.tpot_p99_s}  # fmt: skip
+    for metric, threshold in SlaRule.objects.filter(enabled=True, model="", tenant="").values_list(
+        "metric", "threshold"
+    ):
+        if metric != AlertMetric.GOODPUT:
+            lines[metric] = min(threshold, lines.get(metric, threshold))
+    return lines
+
+
+def alert_list(*, state: str | None = None) -> QuerySet[Alert]:
+    qs = Alert.objects.select_related("rule")
+    return qs.filter(state=state) if state else qs
+
+
+def open_alert_count() -> int:
+    return Alert.objects.filter(state=AlertState.OPEN).count()
+
+
+def sla_rule_list() -> QuerySet[SlaRule]:
+    return SlaRule.objects.all()
+
+
+def plan_context() -> dict[str, Any]:
+    """The active plan's version and predicted BCR for the overview (None without planning)."""
+    plan = active_plan()
+    if plan is None:
+        return {"plan_version": None, "plan_bcr": None}
+    return {"plan_version": plan.version, "plan_bcr": plan.predicted_bcr}

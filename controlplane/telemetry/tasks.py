@@ -1,0 +1,56 @@
+"""Periodic and deferred telemetry jobs (scheduled in ``controlplane.celery``)."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from controlplane.telemetry.alerts import alerts_evaluate, webhook_request
+from controlplane.telemetry.models import Alert, RequestRecord, TelemetryRollup
+from controlplane.telemetry.rollups import CUMULATIVE
+
+WEBHOOK_TIMEOUT_S = 5
+
+
+@shared_task
+def alerts_evaluate_task() -> dict[str, int]:
+    """Evaluate the SLA rules on the last closed windows (every 5 s from beat)."""
+    result = alerts_evaluate()
+    return {"opened": result.opened, "updated": result.updated, "resolved": result.resolved}
+
+
+@shared_task
+def telemetry_prune_task() -> dict[str, int]:
+    """Delete records and windowed rollups older than ``TELEMETRY_RETENTION_HOURS``; the
+    cumulative counters behind /metrics and billing's usage records stay."""
+    cutoff = timezone.now() - timedelta(hours=int(settings.TELEMETRY_RETENTION_HOURS))
+    records, _ = RequestRecord.objects.filter(finish_time__lt=cutoff).delete()
+    rollups, _ = (
+        TelemetryRollup.objects.exclude(window_s=CUMULATIVE).filter(start__lt=cutoff).delete()
+    )
+    return {"records": records, "rollups": rollups}
+
+
+@shared_task(
+    bind=True,
+    autoretry_for=(urllib.error.URLError, TimeoutError, ConnectionError),
+    retry_backoff=True,
+    max_retries=3,
+)
+def alert_webhook_send_task(self: Any, alert_id: int, event: str) -> int:
+    """POST one alert event to its rule's webhook; retried on network errors, 3 times."""
+    alert = Alert.objects.select_related("rule").filter(pk=alert_id).first()
+    if alert is None or not alert.rule.webhook_url:
+        return 0
+    body, headers = webhook_request(alert, event, now=time.time())
+    request = urllib.request.Request(alert.rule.webhook_url, data=body, headers=headers,
+                                     method="POST")  # fmt: skip
+    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_S) as response:
+        return int(response.status)

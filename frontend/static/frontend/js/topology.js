@@ -1,0 +1,24 @@
+// The topology page: live WAN utilisation per link from the site streams.
+import { openLive } from "./live.js";
+
+const sites = JSON.parse(document.getElementById("topology-sites").textContent);
+
+function update(site, gbps) {
+  for (const row of document.querySelectorAll(`tr[data-kind="wan"][data-source="${site}"]`)) {
+    const capacity = Number(row.dataset.capacity);
+    row.querySelector(".js-gbps").textContent = gbps.toFixed(3);
+    row.querySelector(".js-util").textContent = capacity ? (100 * gbps / capacity).toFixed(1) + "%" : "–";
+  }
+}
+
+for (const row of document.querySelectorAll('tr[data-kind="wan"]')) {
+  update(row.dataset.source, Number(row.querySelector(".js-gbps").textContent) || 0);
+}
+openLive({
+  scopes: sites.map((s) => "site:" + s),
+  statusEl: document.getElementById("live-status"),
+  onPoints: (message) => {
+    const latest = message.points.filter((p) => p.window === "5s").pop();
+    if (latest) update(message.key, latest.wan_gbps);
+  },
+});

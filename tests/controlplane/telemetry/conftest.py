@@ -1,0 +1,32 @@
+"""Telemetry fixtures: a tenant ``acme`` and records finishing at a chosen instant."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controlplane.core import broadcast
+from tests import factories
+
+# A fixed instant aligned to a minute, so every record below lands in known windows.
+T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def acme(db: Any) -> Any:
+    return factories.tenant(slug="acme", name="Acme")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle() -> None:
+    broadcast._last_push.clear()
+
+
+def record_at(when: datetime, **kw: Any) -> dict[str, Any]:
+    """A factory record that finishes at ``when`` (arrival 1 s earlier)."""
+    iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
+    return factories.request_record(
+        arrival_time=iso(when - timedelta(seconds=1)), finish_time=iso(when), **kw
+    )
