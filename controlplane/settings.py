@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "controlplane.agents",
     "controlplane.telemetry",
     "controlplane.billing",
+    "controlplane.planning",
     "frontend",
 ]
 
@@ -86,6 +87,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory, so the browser and system tests' server processes see the test data;
     # one per test process, so concurrent test runs do not share (and delete) each other's.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / f"test-pdd-{os.getpid()}.sqlite3")}
+    # Concurrent ingestion (daphne runs sync views in threads) must queue for SQLite's single
+    # writer instead of failing "database is locked": take the write lock at BEGIN, wait for it.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS = env.redis_from_url("REDIS_URL")
@@ -99,7 +107,12 @@ else:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS.url], "prefix": env.env_str("PDD_CHANNEL_PREFIX", "pdd")},
+            # redis-py's default 5 s read timeout equals channels_redis's 5 s blocking pop, so an
+            # idle WebSocket's receive timed out and the socket closed with 1011; read longer.
+            "CONFIG": {
+                "hosts": [{"address": REDIS.url, "socket_timeout": 30}],
+                "prefix": env.env_str("PDD_CHANNEL_PREFIX", "pdd"),
+            },
         }
     }
     CELERY_BROKER_URL = REDIS.url

@@ -1,9 +1,14 @@
 from django.urls import path
 
-from frontend import inventory_pages, views
+from frontend import dashboard_pages, inventory_pages, plan_pages
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("plans/", plan_pages.plan_list, name="plan-list"),
+    path("plans/<int:pk>/", plan_pages.plan_detail, name="plan-page"),
+    path("plans/<int:pk>/activate/", plan_pages.plan_activate, name="plan-activate"),
+    path("", dashboard_pages.overview, name="home"),
+    path("topology/", dashboard_pages.topology, name="topology"),
+    path("alerts/", dashboard_pages.alerts, name="alerts"),
     path("inventory/<str:kind>/", inventory_pages.inventory_list, name="inventory-list"),
     path("inventory/<str:kind>/new/", inventory_pages.inventory_edit, name="inventory-create"),
     path(

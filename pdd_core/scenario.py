@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ TOP_LEVEL = frozenset(
         "routing",
         "engine",
         "workload",
+        "planner",
     }
 )
 
@@ -80,6 +81,8 @@ class Scenario:
     table: RoutingTable
     config: SimConfig
     workload: WorkloadSpec
+    # The raw ``[planner]`` table (candidate chips and limits); ``pdd_core.planner`` reads it.
+    planner: Mapping[str, Any] = field(default_factory=dict)
 
     def topology_for(self, policy: Policy | str) -> Topology:
         return policy_topology(policy, self.pdd, self.baseline)
@@ -162,6 +165,7 @@ def scenario_from_dict(
         table=_build("routing", RoutingTable, _table(raw, "routing")),
         config=_build("engine", SimConfig, engine),
         workload=_workload(_table(raw, "workload"), base_dir, trace, seed),
+        planner=dict(_table(raw, "planner")),
     )
 
 

@@ -1,0 +1,11 @@
+"""Planning routes on the project's one router, plus the active configuration path."""
+
+from django.urls import path
+
+from controlplane.planning.api import views
+
+ROUTES = (
+    ("plans", views.PlanViewSet, "plan"),
+    ("workloads", views.WorkloadViewSet, "workload"),
+)
+URLS = [path("config/active/", views.ActiveConfigView.as_view(), name="config-active")]

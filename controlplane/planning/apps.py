@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class PlanningConfig(AppConfig):
+    """Plans: workload profiles, plans computed by the pdd_core planner in Celery jobs, and the
+    versioned activation that hands the chosen routing table and pools to the data plane."""
+
+    name = "controlplane.planning"
+    label = "planning"

@@ -1,0 +1,53 @@
+"""Reads of the planning app: plans, workloads, scenario fixtures, the active configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+
+from controlplane.planning.models import Plan, WorkloadProfile
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "scenarios"
+
+
+def scenario_names() -> list[str]:
+    """Scenario fixture files a plan may be computed for (``fixtures/scenarios/*.toml``)."""
+    return sorted(p.name for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def plan_list() -> QuerySet[Plan]:
+    return Plan.objects.select_related("workload").order_by("-id")
+
+
+def workload_list() -> QuerySet[WorkloadProfile]:
+    # The trace text can be megabytes; lists never need it.
+    return WorkloadProfile.objects.defer("trace").order_by("-id")
+
+
+def active_plan() -> Plan | None:
+    return Plan.objects.filter(active=True).first()
+
+
+def active_config() -> dict[str, Any] | None:
+    """What agents must run: the active plan's version, routing table and pools.
+
+    Plain JSON types only (the activation time as ISO text), because the agents' config push
+    (``controlplane.agents.config``) sends this dict as it is.
+    """
+    plan = active_plan()
+    if plan is None or not plan.result:
+        return None
+    result = plan.result
+    return {
+        "version": plan.version,
+        "plan": plan.pk,
+        "activated_at": plan.activated_at.isoformat() if plan.activated_at else None,
+        "model": result.get("model"),
+        "routing_table": result.get("routing_table"),
+        "pools": [
+            {k: pool[k] for k in ("site", "chip", "role", "instances", "tp")}
+            for pool in result.get("pools", [])
+        ],
+    }

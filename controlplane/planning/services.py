@@ -1,0 +1,285 @@
+"""Writes of the planning app: workload profiles, plan requests, job progress, activation.
+
+The planner is ``pdd_core.planner``; these services only turn stored inputs into its inputs,
+persist its answers and keep the invariants (one active plan, monotonically increasing config
+versions, a failed or unfinished plan never activated). Jobs are queued on commit, so a worker
+never looks for a plan whose row is not visible yet.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import tempfile
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+from rest_framework.exceptions import ValidationError
+
+from controlplane.core.broadcast import broadcast
+from controlplane.core.errors import ConflictError
+from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
+from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
+from pdd_core.planner import PlannerInputs, inputs_from_scenario
+from pdd_core.scenario import Scenario, load_scenario, scenario_from_dict
+from pdd_core.workload import Request, TraceFormatError, read_trace, replay_hits, write_mooncake
+
+CONFIG_GROUP = "config.all"
+
+
+def max_trace_bytes() -> int:
+    return int(getattr(settings, "PDD_WORKLOAD_MAX_BYTES", 20 * 1024 * 1024))
+
+
+def _parse_trace(content: bytes, filename: str) -> list[Request]:
+    """Read an uploaded trace with ``pdd_core.workload.read_trace``; errors name the line."""
+    if len(content) > max_trace_bytes():
+        raise ValidationError(
+            {"file": [f"The trace is {len(content)} bytes; the limit is {max_trace_bytes()}."]}
+        )
+    suffix = ".csv" if filename.lower().endswith(".csv") else ".jsonl"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"upload{suffix}"
+        path.write_bytes(content)
+        try:
+            trace = read_trace(path)
+        except TraceFormatError as exc:
+            raise ValidationError(
+                {"file": [f"line {exc.line}: {exc.field}: {exc.reason}"]}
+            ) from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ValidationError({"file": [f"not a readable trace: {exc}"]}) from None
+    if not trace.requests:
+        raise ValidationError({"file": ["The trace holds no requests."]})
+    return sorted(trace.requests, key=lambda r: r.arrival_s)
+
+
+def _stats(requests: list[Request], block_size: int = 512) -> dict[str, Any]:
+    hits, _ = replay_hits(requests, block_size, None)
+    span = requests[-1].arrival_s - requests[0].arrival_s
+    inputs = [r.input_tokens for r in requests]
+    ratios = [h / i if i else 0.0 for h, i in zip(hits, inputs, strict=True)]
+    return {
+        "requests": len(requests),
+        "rate_rps": (len(requests) - 1) / span if span > 0 else None,
+        "mean_input_tokens": sum(inputs) / len(inputs),
+        "mean_output_tokens": sum(r.output_tokens for r in requests) / len(requests),
+        "hit_request_weighted": sum(ratios) / len(ratios),
+        "hit_token_weighted": sum(hits) / max(sum(inputs), 1),
+    }
+
+
+@transaction.atomic
+def workload_create_from_trace(
+    *, name: str, content: bytes, filename: str, created_by: str = ""
+) -> WorkloadProfile:
+    """Store an uploaded trace after reading it fully (format errors are 400s by line)."""
+    requests = _parse_trace(content, filename)
+    return WorkloadProfile.objects.create(
+        name=name,
+        source=WorkloadSource.TRACE,
+        trace_format="azure" if filename.lower().endswith(".csv") else "jsonl",
+        trace=content.decode("utf-8"),
+        requests=len(requests),
+        stats=_stats(requests),
+        created_by=created_by,
+    )
+
+
+@transaction.atomic
+def workload_create_from_scenario(
+    *, name: str, scenario: str, created_by: str = ""
+) -> WorkloadProfile:
+    """A profile that stands for a scenario fixture's own workload."""
+    if scenario not in scenario_names():
+        raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
+    requests = load_scenario(SCENARIO_DIR / scenario).workload.requests()
+    return WorkloadProfile.objects.create(
+        name=name,
+        source=WorkloadSource.SCENARIO,
+        scenario=scenario,
+        requests=len(requests),
+        stats=_stats(requests),
+        created_by=created_by,
+    )
+
+
+def requests_from_telemetry(records: list[Any], block_size: int = 512) -> list[Request]:
+    """Telemetry rows -> requests whose block hashes reproduce each row's reported hit.
+
+    Agents report hit tokens, not hashes; each tenant's rows are chained so that a row's first
+    ``hit // block_size`` blocks are the previous row's, which a prefix cache then hits.
+    """
+    if not records:
+        return []
+    start = records[0].arrival_time
+    fresh = iter(range(1, 1 << 62))
+    last: dict[str, tuple[int, ...]] = {}
+    result = []
+    for row in records:
+        previous = last.get(row.tenant, ())
+        keep = min(row.hit_tokens // block_size, len(previous))
+        blocks = math.ceil(max(row.input_tokens, 1) / block_size)
+        hashes = previous[:keep] + tuple(next(fresh) for _ in range(blocks - keep))
+        last[row.tenant] = hashes
+        result.append(
+            Request(
+                id=row.request_id,
+                arrival_s=round((row.arrival_time - start).total_seconds(), 3),
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                block_hashes=hashes,
+                session=row.tenant,
+                tenant=row.tenant,
+            )
+        )
+    return result
+
+
+@transaction.atomic
+def workload_create_from_telemetry(
+    *, name: str, minutes: int, created_by: str = ""
+) -> WorkloadProfile:
+    """A trace built from the last ``minutes`` of live telemetry records."""
+    from controlplane.telemetry.models import RequestRecord
+
+    end = timezone.now()
+    begin = end - timedelta(minutes=minutes)
+    rows = list(
+        RequestRecord.objects.filter(arrival_time__gte=begin, arrival_time__lt=end, rejected=False)
+        .order_by("arrival_time", "id")
+        .only("request_id", "tenant", "arrival_time", "input_tokens", "hit_tokens", "output_tokens")
+    )
+    if not rows:
+        raise ValidationError({"minutes": [f"No telemetry records in the last {minutes} minutes."]})
+    requests = requests_from_telemetry(rows)
+    out = io.StringIO()
+    write_mooncake(requests, out)
+    return WorkloadProfile.objects.create(
+        name=name,
+        source=WorkloadSource.TELEMETRY,
+        trace_format="jsonl",
+        trace=out.getvalue(),
+        requests=len(requests),
+        stats=_stats(requests),
+        window_start=begin,
+        window_end=end,
+        created_by=created_by,
+    )
+
+
+@transaction.atomic
+def plan_request(
+    *, scenario: str, workload: WorkloadProfile | None = None, requested_by: str = ""
+) -> Plan:
+    """Create a queued plan with its inputs snapshot and queue its job once committed."""
+    from controlplane.planning.tasks import plan_compute_task
+
+    if scenario not in scenario_names():
+        raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
+    text = (SCENARIO_DIR / scenario).read_text(encoding="utf-8")
+    plan = Plan.objects.create(
+        scenario=scenario,
+        workload=workload,
+        inputs={
+            "scenario": scenario,
+            "scenario_toml": text,
+            "workload_id": workload.pk if workload else None,
+        },
+        requested_by=requested_by,
+    )
+    plan_id = plan.pk
+    transaction.on_commit(lambda: plan_compute_task.delay(plan_id))
+    return plan
+
+
+def planner_inputs(plan: Plan) -> PlannerInputs:
+    """Rebuild the planner's inputs from the plan's snapshot (deterministic)."""
+    raw = tomllib.loads(plan.inputs["scenario_toml"])
+    scenario: Scenario = scenario_from_dict(raw, base_dir=SCENARIO_DIR)
+    workload = plan.workload
+    if workload is None or workload.source == WorkloadSource.SCENARIO:
+        if workload is not None and workload.scenario != plan.scenario:
+            scenario_w = load_scenario(SCENARIO_DIR / workload.scenario)
+            return inputs_from_scenario(scenario, scenario_w.workload.requests())
+        return inputs_from_scenario(scenario)
+    filename = "trace.csv" if workload.trace_format == "azure" else "trace.jsonl"
+    return inputs_from_scenario(scenario, _parse_trace(workload.trace.encode(), filename))
+
+
+def plan_started(plan_id: int) -> bool:
+    """Mark a queued (or retried) plan running; False when it is already done (idempotent)."""
+    updated = (
+        Plan.objects.filter(pk=plan_id)
+        .exclude(status=PlanStatus.DONE)
+        .update(status=PlanStatus.RUNNING, started_at=timezone.now(), error="", progress=0)
+    )
+    return bool(updated)
+
+
+def plan_progress(plan_id: int, percent: int, message: str = "") -> None:
+    """Record progress, never moving it backwards (parallel verifications report out of order)."""
+    percent = max(0, min(100, percent))
+    Plan.objects.filter(pk=plan_id, progress__lt=percent, status=PlanStatus.RUNNING).update(
+        progress=percent, message=message[:200]
+    )
+
+
+def plan_progress_step(plan_id: int, points: int, cap: int = 90) -> None:
+    """Add ``points`` of progress atomically (one finished verification of a Celery group)."""
+    Plan.objects.filter(pk=plan_id, status=PlanStatus.RUNNING, progress__lte=cap - points).update(
+        progress=F("progress") + points
+    )
+
+
+def plan_finished(plan_id: int, result: dict[str, Any]) -> None:
+    Plan.objects.filter(pk=plan_id).update(
+        status=PlanStatus.DONE,
+        progress=100,
+        result=result,
+        message="done" if result.get("feasible") else "infeasible",
+        finished_at=timezone.now(),
+    )
+
+
+def plan_failed(plan_id: int, error: str) -> None:
+    """Leave a readable error; a done plan stays done."""
+    Plan.objects.filter(pk=plan_id).exclude(status=PlanStatus.DONE).update(
+        status=PlanStatus.FAILED, error=error[:4000], finished_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def plan_activate(*, plan: Plan, activated_by: str = "") -> Plan:
+    """Make ``plan`` the active one with the next config version; archive the previous one.
+
+    409 when the plan is not done, is infeasible, or is already active. Versions come from the
+    largest ever assigned, read under a lock on the versioned rows, so they only grow.
+    """
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)
+    if locked.status != PlanStatus.DONE:
+        raise ConflictError(
+            f"Plan {locked.pk} is {locked.status}; only a done plan can be activated."
+        )
+    if not locked.feasible:
+        raise ConflictError(f"Plan {locked.pk} found no feasible deployment; nothing to activate.")
+    if locked.active:
+        raise ConflictError(f"Plan {locked.pk} is already active (version {locked.version}).")
+    list(Plan.objects.select_for_update().filter(version__isnull=False).values_list("pk"))
+    now = timezone.now()
+    Plan.objects.filter(active=True).update(active=False, archived_at=now)
+    top = Plan.objects.aggregate(top=Max("version"))["top"] or 0
+    locked.version = top + 1
+    locked.active = True
+    locked.activated_at = now
+    locked.activated_by = activated_by
+    locked.save(update_fields=["version", "active", "activated_at", "activated_by"])
+    payload = {"event": "config.activated", "version": locked.version, "plan": locked.pk}
+    transaction.on_commit(lambda: broadcast(CONFIG_GROUP, payload, force=True))
+    return locked

@@ -1,0 +1,162 @@
+"""The bathtub of DOMAIN.md section 7: what a deployment earns against the workload's hit rate.
+
+For the chosen deployment (pools and routing table fixed) the workload profile's mean hit is moved
+along a grid (``WorkloadProfile.with_mean_hit``) and, at each point, the analytic model finds the
+*largest arrival rate the deployment serves within the SLA* (bisection on a rate factor). That
+SLA goodput over the cost rate is the BCR; the same rate times the mean revenue of a request at
+that hit rate (the price book: miss input, hit input at its discount, output) over the cost is the
+revenue per cost. The current workload's point is evaluated the same way, so it sits on the
+curve.
+
+A second series re-sizes the same chips (same chip and tp per role, same routing table) for the
+workload's own rate at each hit rate with the search's sizing rule, so it shows what each hit
+rate costs to serve; the valley is marked on it (DOMAIN.md section 7's "benefit against hit
+rate" of a deployment that follows its workload), and on the fixed curve where no re-size fits.
+
+Why the maximum SLA rate rather than the workload's own rate: at a fixed rate every point the
+deployment can carry has the same goodput, and the curve would only show where it falls over;
+the operator's question ("stay away from the valley") is what each hit rate is worth per dollar.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from pdd_core.planner.capacity import Evaluator
+from pdd_core.planner.design import Design
+from pdd_core.planner.inputs import PlannerInputs
+from pdd_core.planner.profile import WorkloadProfile
+
+
+@dataclass(frozen=True, slots=True)
+class BathtubPoint:
+    """One hit rate: SLA goodput, BCR, revenue per cost and the binding stage there."""
+
+    hit_rate: float
+    goodput_rps: float
+    bcr: float
+    revenue_per_cost: float
+    binding: str
+    resized_cost_per_hour: float | None = None
+    resized_bcr: float | None = None
+    resized_revenue_per_cost: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Bathtub:
+    """The curve, the index of its valley and the current workload's point."""
+
+    points: tuple[BathtubPoint, ...]
+    valley_index: int
+    current: BathtubPoint
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "points": [p.to_dict() for p in self.points],
+            "valley_index": self.valley_index,
+            "valley": self.points[self.valley_index].to_dict() if self.points else None,
+            "current": self.current.to_dict(),
+        }
+
+
+def hit_grid(points: int) -> list[float]:
+    """``points`` hit rates from 0 to 0.98 (a mean of exactly 1 would mean no prefill at all)."""
+    if points < 2:
+        return [0.9]
+    return [round(0.98 * i / (points - 1), 4) for i in range(points)]
+
+
+def bathtub_point(
+    ev: Evaluator,
+    design: Design,
+    profile: WorkloadProfile,
+    inputs: PlannerInputs | None = None,
+) -> BathtubPoint:
+    """The largest SLA rate of ``design`` on ``profile`` and what it earns (module docstring);
+    with ``inputs``, also the same chips re-sized for the workload's own rate at this hit."""
+    cost = design.cost(ev.chips)
+    local = ev if profile is ev.profile else ev.for_profile(profile)
+
+    def meets(factor: float) -> bool:
+        return local.evaluate(design, profile.scaled(factor)).meets_sla
+
+    lo, hi = 0.0, 1.0
+    while meets(hi) and hi < 1024:
+        lo, hi = hi, hi * 2
+    if lo == 0.0 and not meets(1e-3):
+        hi = 0.0
+    for _ in range(14):
+        if hi <= 0:
+            break
+        mid = (lo + hi) / 2
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    rate = profile.rate_rps * lo
+    evaluation = local.evaluate(design, profile.scaled(max(lo, 1e-3)))
+    prices = ev.prices
+    revenue = float(
+        np.mean(
+            profile.miss_tokens * prices.miss_input_per_mtok
+            + profile.hit_tokens * prices.hit_input_per_mtok
+            + profile.output_tokens * prices.output_per_mtok
+        )
+        / 1e6
+    )
+    resized: tuple[float, float, float] | None = None
+    if inputs is not None:
+        resized = _resized(local, design, inputs)
+    return BathtubPoint(
+        hit_rate=round(profile.mean_hit, 4),
+        goodput_rps=rate,
+        bcr=rate / cost if cost > 0 else math.nan,
+        revenue_per_cost=rate * 3600 * revenue / cost if cost > 0 else math.nan,
+        binding=evaluation.binding,
+        resized_cost_per_hour=resized[0] if resized else None,
+        resized_bcr=resized[1] if resized else None,
+        resized_revenue_per_cost=resized[2] if resized else None,
+    )
+
+
+def _resized(
+    local: Evaluator, design: Design, inputs: PlannerInputs
+) -> tuple[float, float, float] | None:
+    """(cost, BCR, revenue per cost) of ``design``'s chips re-sized for ``local``'s profile."""
+    from pdd_core.planner.search import size_design
+
+    skeleton = design
+    for pool in design.pools:
+        skeleton = skeleton.with_instances(pool.role, 1)
+    scored, _ = size_design(local, inputs, skeleton)
+    if scored is None:
+        return None
+    e = scored.evaluation
+    return (e.cost_per_hour, e.bcr, e.revenue_per_hour / e.cost_per_hour)
+
+
+def bathtub(
+    ev: Evaluator, design: Design, points: int, inputs: PlannerInputs | None = None
+) -> Bathtub:
+    """The curve over ``hit_grid(points)`` plus the current workload's own point.
+
+    The valley is the lowest revenue per cost of the re-sized series where it exists (each hit
+    rate with the deployment it needs: DOMAIN.md section 7's "benefit against hit rate"), else
+    of the fixed deployment's own curve.
+    """
+    curve = tuple(
+        bathtub_point(ev, design, ev.profile.with_mean_hit(h), inputs) for h in hit_grid(points)
+    )
+    resized = [i for i, p in enumerate(curve) if p.resized_revenue_per_cost is not None]
+    if resized:
+        valley = min(resized, key=lambda i: (curve[i].resized_revenue_per_cost or 0.0, i))
+    else:
+        valley = min(range(len(curve)), key=lambda i: (curve[i].revenue_per_cost, i))
+    return Bathtub(curve, valley, bathtub_point(ev, design, ev.profile, inputs))

@@ -1,0 +1,88 @@
+"""What the planner is asked: sites, links, candidate chips with limits, model, workload, SLA.
+
+``PlannerInputs`` is plain data. ``inputs_from_scenario`` builds it from a scenario file: its
+``[planner]`` table lists the candidate chips per site (with count limits and the roles they may
+play); without one, every (site, chip) of the scenario's pools is a candidate with a limit of
+four times the chips the scenario gives it, so old scenario files can be planned too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pdd_core.routing import RoutingTable
+from pdd_core.sim import SimConfig
+from pdd_core.specs import SLA, ChipSpec, LinkSpec, ModelSpec, PriceBook, Role, SiteSpec
+from pdd_core.workload import Request
+
+ALL_ROLES: tuple[Role, ...] = (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE)
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateChip:
+    """Up to ``max_chips`` chips of ``chip`` are available in ``site`` for ``roles``."""
+
+    site: str
+    chip: str
+    max_chips: int
+    roles: tuple[Role, ...] = ALL_ROLES
+
+    def __post_init__(self) -> None:
+        if self.max_chips < 1:
+            raise ValueError(f"max_chips: must be at least 1, got {self.max_chips!r}")
+        object.__setattr__(self, "roles", tuple(Role(r) for r in self.roles))
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerSettings:
+    """How hard the planner works (not physics).
+
+    - ``verify``: how many of the best analytic designs the simulator runs first;
+    - ``max_simulations``: the bound on simulator runs for the PDD plan (fix-ups included);
+    - ``baseline_simulations``: the same for the homogeneous baseline;
+    - ``bathtub_points``: hit rates evaluated for the bathtub curve;
+    - ``samples``: requests sampled for the analytic model;
+    - ``transfer_budgets_s``: the P-MD transfer budgets the search tries.
+    """
+
+    verify: int = 2
+    max_simulations: int = 4
+    baseline_simulations: int = 2
+    bathtub_points: int = 11
+    samples: int = 2000
+    transfer_budgets_s: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
+    singular_min_inputs: tuple[int, ...] = (32_768, 65_536)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerInputs:
+    """Everything a plan depends on (DOMAIN.md section 6's inputs), as plain data."""
+
+    name: str
+    model: ModelSpec
+    chips: Mapping[str, ChipSpec]
+    sites: tuple[SiteSpec, ...]
+    links: tuple[LinkSpec, ...]
+    candidates: tuple[CandidateChip, ...]
+    requests: Sequence[Request]
+    sla: SLA
+    prices: PriceBook
+    config: SimConfig
+    table: RoutingTable = field(default_factory=RoutingTable)
+    settings: PlannerSettings = field(default_factory=PlannerSettings)
+    seed: int = 0
+
+    def candidates_for(self, role: Role, site: str | None = None) -> list[CandidateChip]:
+        return [
+            c
+            for c in self.candidates
+            if role in c.roles and (site is None or c.site == site) and c.chip in self.chips
+        ]
+
+    def limit(self, site: str, chip: str) -> int:
+        return sum(c.max_chips for c in self.candidates if c.site == site and c.chip == chip)
+
+    def limit_for(self, chip: str) -> int:
+        """The most chips of ``chip`` any one site offers (bounds a single instance's tp)."""
+        return max((self.limit(c.site, chip) for c in self.candidates if c.chip == chip), default=0)

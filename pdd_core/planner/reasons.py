@@ -1,0 +1,145 @@
+"""Sentences an operator can read: why each pool has its size, what binds, why it is infeasible.
+
+Every sentence is computed from the same analytic model and simulator figures the plan reports,
+including a counterfactual (one instance fewer, or the next tp down) so "why this size" has an
+answer in numbers, not adjectives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pdd_core import perf
+from pdd_core.planner.capacity import (
+    DECODE_KV,
+    DECODE_TPOT,
+    RELAY,
+    TTFT_TAIL,
+    WAN,
+    Evaluation,
+    Evaluator,
+)
+from pdd_core.planner.design import Design, PoolChoice
+from pdd_core.planner.search import SearchResult
+from pdd_core.planner.verify import Verification
+from pdd_core.specs import Role
+
+
+def _fewer(ev: Evaluator, design: Design, pool: PoolChoice) -> str:
+    if pool.instances <= 1:
+        return "it is the smallest count there is"
+    fewer = ev.evaluate(design.with_instances(pool.role, pool.instances - 1))
+    if fewer.meets_sla:
+        return (
+            f"{pool.instances - 1} would meet the analytic model but the simulator needed "
+            f"{pool.instances}"
+        )
+    return f"{pool.instances - 1} would break it ({fewer.violations[0]})"
+
+
+def pool_reason(
+    ev: Evaluator, design: Design, pool: PoolChoice, analytic: Evaluation, simulated: Verification
+) -> str:
+    """One sentence per pool: its load, what bounds it, and what one fewer would do."""
+    busy = simulated.summary.utilisation.get(str(pool.role), float("nan"))
+    head = (
+        f"{pool.role} {pool.instances} x {pool.chip} tp {pool.tp} in {pool.site}: "
+        f"{busy:.0%} busy in the simulator"
+    )
+    if pool.role is Role.PREFILL:
+        miss = np.percentile(ev.profile.miss_tokens, 99)
+        hit = np.percentile(ev.profile.hit_tokens, 50)
+        alone = perf.prefill_time(ev.model, ev.chips[pool.chip], int(miss), int(hit), pool.tp)
+        return (
+            f"{head}; sized by the TTFT tail and prefill compute: the P99 miss "
+            f"({int(miss):,} tokens) alone takes {alone.seconds:.2f} s at tp {pool.tp}; "
+            f"{_fewer(ev, design, pool)}."
+        )
+    if pool.role is Role.RELAY_DECODE:
+        shares = analytic.shares
+        return (
+            f"{head}; RLD only masks latency, so it is sized for the relay share "
+            f"({shares.get('P-RLD-MD', 0):.1%} relayed, {shares.get('P-RLD', 0):.1%} singular "
+            f"finished on RLD) at the smallest tp that holds the model and a request; "
+            f"{_fewer(ev, design, pool)}."
+        )
+    b, step, limit = ev.decode_batch(pool.chip, pool.tp, drc=design.policy == "pdd")
+    bound = {DECODE_KV: "its KV capacity", DECODE_TPOT: "the TPOT target"}.get(
+        limit, "the engine's max batch"
+    )
+    return (
+        f"{head}; each instance decodes a batch of {b} ({step * 1e3:.1f} ms/step at the mean "
+        f"context), bounded by {bound}; {_fewer(ev, design, pool)}."
+    )
+
+
+def binding_sentence(analytic: Evaluation) -> str:
+    """Which constraint binds, in the vocabulary of DOMAIN.md section 6."""
+    stages = ", ".join(f"{s.name} {s.utilisation:.0%}" for s in analytic.stages)
+    if analytic.binding == TTFT_TAIL:
+        return (
+            f"binding: {TTFT_TAIL} - no stage is near saturation ({stages}); pools are as large "
+            "as the SLA's TTFT percentiles need, not as throughput needs."
+        )
+    return f"binding: {analytic.binding} (stage utilisation: {stages})."
+
+
+def infeasible_problems(
+    ev: Evaluator, found: SearchResult, skeletons: list[Design]
+) -> tuple[list[str], list[str]]:
+    """What cannot be met and what would fix it, from the fastest design tried."""
+    sla = ev.sla
+    problems: list[str] = []
+    fixes: list[str] = []
+    pdd = [d for d in skeletons if d.policy == "pdd"]
+    if not pdd:
+        return (
+            [
+                "No PDD placement: P and RLD need a site with an RDMA fabric and MD another site "
+                "joined to it by a WAN link, each with candidate chips for those roles."
+            ],
+            ["add a [[planner.candidates]] entry per role and the links between the sites"],
+        )
+    fastest = min(pdd, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.tp).mean()))
+    ev_fast = ev.evaluate(fastest)
+    service = ev_fast.ttft_service
+    chip, tp = fastest.prefill.chip, fastest.prefill.tp
+    if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
+        which, target, got = (
+            ("P99", sla.ttft_p99_s, service["p99"])
+            if service["p99"] > sla.ttft_p99_s
+            else ("P90", sla.ttft_p90_s, service["p90"])
+        )
+        q = 99 if which == "P99" else 90
+        miss = int(np.percentile(ev.profile.miss_tokens, q))
+        alone = perf.prefill_time(ev.model, ev.chips[chip], miss, 0, tp).seconds
+        problems.append(
+            f"TTFT {which} {target:g} s cannot be met: with every queue empty the {which} TTFT is "
+            f"{got:.2f} s; prefill of the {which} miss ({miss:,} tokens) alone takes {alone:.2f} s "
+            f"on {chip} at tp {tp}, the fastest P option available."
+        )
+        fixes.append("raise the TTFT target or add faster P chips (or more chips for a larger tp)")
+    for violation in ev_fast.violations:
+        if violation.startswith(WAN):
+            problems.append(f"{violation}: the WAN line cannot carry the miss KV.")
+            fixes.append("add WAN bandwidth, or raise the hit rate (larger prefix caches)")
+        elif violation.startswith((DECODE_TPOT, DECODE_KV)) and "not one" in violation:
+            problems.append(f"{violation}.")
+            fixes.append("raise the TPOT target or give MD higher-bandwidth chips or a larger tp")
+        elif violation.startswith(RELAY) and "not one" in violation:
+            problems.append(f"{violation}.")
+            fixes.append("allow RLD on a chip with more memory")
+    limited = [r for r in found.rejected if "the limit is" in r]
+    if not problems and limited:
+        problems.append(
+            "Every design that meets the SLA needs more chips than allowed: " + limited[0]
+        )
+        fixes.append("raise the chip limits in [planner] (max_chips) or add candidate chips")
+    if not problems:
+        problems.extend(found.rejected[:3] or ["no design met the SLA"])
+        fixes.append("relax the SLA or add candidate chips")
+    return problems, fixes
+
+
+def role_order(role: Role) -> int:
+    return {Role.PREFILL: 0, Role.RELAY_DECODE: 1, Role.MAIN_DECODE: 2}[role]

@@ -1,0 +1,162 @@
+"""What the planner returns: a ``Plan`` (pools, routing, predictions, baseline, bathtub, reasons)
+or an ``Infeasible`` explanation. Both are plain frozen data with a JSON-ready ``to_dict``, the
+shape ``pdd plan --json`` prints and the control plane stores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pdd_core.planner.bathtub import Bathtub
+from pdd_core.routing import RoutingTable
+from pdd_core.sim import Summary
+
+PREDICTED_KEYS: tuple[str, ...] = (
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p90",
+    "tpot_p99",
+    "goodput_rps",
+    "throughput_rps",
+    "cost_per_hour",
+    "bcr",
+    "revenue_per_hour",
+    "bcr_revenue",
+    "sla_met",
+    "requests",
+    "rejected",
+    "wan_gbps_mean",
+    "wan_gbps_peak",
+    "rld_token_share",
+    "hit_request_weighted",
+    "hit_token_weighted",
+    "utilisation",
+    "pipeline_mix",
+    "handoff_mix",
+)
+
+
+def clean(value: Any) -> Any:
+    """NaN and infinities become None so the JSON is strict."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value
+
+
+def predicted_from(summary: Summary) -> dict[str, Any]:
+    """The simulator's figures a plan reports (``source`` says where they come from)."""
+    row = summary.to_dict()
+    out = {key: row[key] for key in PREDICTED_KEYS}
+    out["source"] = "simulator"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    """One pool of the plan with its cost and the sentence that explains its size."""
+
+    site: str
+    chip: str
+    role: str
+    instances: int
+    tp: int
+    cost_per_hour: float
+    reason: str
+
+    @property
+    def chips(self) -> int:
+        return self.instances * self.tp
+
+    def to_dict(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["chips"] = self.chips
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A verified plan (see the package docstring for each part)."""
+
+    name: str
+    model: str
+    pools: tuple[PoolPlan, ...]
+    routing_table: RoutingTable
+    predicted: dict[str, Any]
+    analytic: dict[str, Any]
+    baseline: dict[str, Any]
+    cost_table: tuple[dict[str, Any], ...]
+    bathtub: Bathtub
+    reasons: dict[str, Any]
+    search: dict[str, Any]
+
+    @property
+    def feasible(self) -> bool:
+        return True
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = clean(
+            {
+                "feasible": True,
+                "name": self.name,
+                "model": self.model,
+                "pools": [p.to_dict() for p in self.pools],
+                "routing_table": asdict(self.routing_table),
+                "predicted": self.predicted,
+                "analytic": self.analytic,
+                "baseline": {**self.baseline, "cost_table": list(self.cost_table)},
+                "bathtub": self.bathtub.to_dict(),
+                "reasons": self.reasons,
+                "search": self.search,
+            }
+        )
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Infeasible:
+    """No plan: what cannot be met, and what would fix it."""
+
+    name: str
+    model: str
+    problems: tuple[str, ...]
+    fixes: tuple[str, ...]
+    search: dict[str, Any]
+
+    @property
+    def feasible(self) -> bool:
+        return False
+
+    @property
+    def explanation(self) -> str:
+        return " ".join(self.problems) + (" Fix: " + "; ".join(self.fixes) if self.fixes else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = clean(
+            {
+                "feasible": False,
+                "name": self.name,
+                "model": self.model,
+                "explanation": self.explanation,
+                "problems": list(self.problems),
+                "fixes": list(self.fixes),
+                "pools": [],
+                "routing_table": None,
+                "predicted": None,
+                "baseline": None,
+                "bathtub": None,
+                "reasons": {"binding": None, "infeasible": list(self.problems)},
+                "search": self.search,
+            }
+        )
+        return result
+
+
+PlanOutcome = Plan | Infeasible

@@ -1,0 +1,357 @@
+"""The planner's phases, so a caller can run them in one process or fan them out.
+
+``prepare`` (profile + analytic search, deterministic, a second or two) -> ``first_round`` (the
+designs to simulate first: the best few PDD designs and the best baseline) -> ``verify`` each
+(one simulator run, the expensive part: the control plane runs these as a Celery group) ->
+``finish`` (fix-up simulations within the budget, handoff thresholds, bathtub, reasons). A
+Celery job re-runs ``prepare`` in its finishing task rather than shipping the search across
+processes: it is deterministic, so both sides see the same ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from pdd_core.planner.bathtub import bathtub
+from pdd_core.planner.capacity import Evaluation, Evaluator
+from pdd_core.planner.design import PDD, Design, PoolChoice
+from pdd_core.planner.handoff import choose_handoff
+from pdd_core.planner.inputs import PlannerInputs
+from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
+from pdd_core.planner.reasons import binding_sentence, infeasible_problems, pool_reason, role_order
+from pdd_core.planner.result import Infeasible, Plan, PlanOutcome, PoolPlan, predicted_from
+from pdd_core.planner.search import SearchResult, _baseline_skeletons, _pdd_skeletons, search
+from pdd_core.planner.verify import Verification, fix_up, verify
+from pdd_core.specs import ChipSpec, LinkKind, Role
+
+Progress = Callable[[float, str], None]
+
+# A verified design must also serve (not reject with 429) all but this share of requests.
+MAX_REJECTED_SHARE = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The profile, the evaluator and the ranked search, ready for verification."""
+
+    profile: WorkloadProfile
+    evaluator: Evaluator
+    found: SearchResult
+
+
+def _noop(_: float, __: str) -> None:
+    return None
+
+
+def confirmed(verification: Verification) -> bool:
+    """The simulator met every SLA percentile and rejected at most 1% of the requests."""
+    s = verification.summary
+    return bool(s.sla_met and s.rejected <= MAX_REJECTED_SHARE * max(s.requests, 1))
+
+
+def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared:
+    """Profile the workload and search the design space with the analytic model."""
+    report = progress or _noop
+    report(0.0, "profiling the workload")
+    profile = profile_from_requests(
+        inputs.requests,
+        block_size=inputs.config.block_size,
+        cache_tokens=inputs.config.prefix_cache_tokens,
+        max_samples=inputs.settings.samples,
+        seed=inputs.seed,
+    )
+    wan = next((lk for lk in inputs.links if lk.kind is LinkKind.WAN), None)
+    rdma = next((lk for lk in inputs.links if lk.kind is LinkKind.RDMA), None)
+    evaluator = Evaluator(
+        model=inputs.model,
+        chips=dict(inputs.chips),
+        wan=wan,
+        rdma=rdma,
+        sla=inputs.sla,
+        prices=inputs.prices,
+        config=inputs.config,
+        profile=profile,
+        seed=inputs.seed,
+    )
+    found = search(evaluator, inputs, lambda f: report(0.05 + 0.15 * f, "analytic search"))
+    return Prepared(profile, evaluator, found)
+
+
+def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
+    """The best ``settings.verify`` PDD designs (distinct pools) and the best baseline."""
+    picked: list[Design] = []
+    pools_seen: set[str] = set()
+    for scored in prepared.found.pdd:
+        key = scored.design.label()
+        if key in pools_seen:
+            continue
+        pools_seen.add(key)
+        picked.append(scored.design)
+        if len(picked) >= inputs.settings.verify:
+            break
+    if prepared.found.baseline:
+        picked.append(prepared.found.baseline[0].design)
+    return picked
+
+
+def _best(checked: Sequence[Verification], policy: str) -> Verification | None:
+    good = [v for v in checked if v.design.policy == policy and confirmed(v)]
+    return max(good, key=lambda v: (v.summary.bcr, -v.summary.cost_per_hour), default=None)
+
+
+def _improve(
+    inputs: PlannerInputs,
+    *,
+    prepared: Prepared,
+    checked: list[Verification],
+    policy: str,
+    budget: int,
+    report: Progress,
+) -> None:
+    """Fix up (or move down the ranking) until a design of ``policy`` is confirmed or the
+    simulation budget is spent. Appends to ``checked``."""
+    ranking = prepared.found.pdd if policy == PDD else prepared.found.baseline
+    tried = {v.design for v in checked}
+    runs = sum(1 for v in checked if v.design.policy == policy)
+    while _best(checked, policy) is None and runs < budget:
+        # Fix-ups of every failed design so far, cheapest first (the search is for the lowest
+        # cost that meets the SLA); then the next design of the analytic ranking.
+        fixes = [fix_up(inputs, v) for v in checked if v.design.policy == policy]
+        untried = sorted(
+            (d for d in fixes if d is not None and d not in tried),
+            key=lambda d: (d.cost(prepared.evaluator.chips), d.label()),
+        )
+        proposal = untried[0] if untried else None
+        if proposal is None:
+            proposal = next((s.design for s in ranking if s.design not in tried), None)
+        if proposal is None:
+            return
+        tried.add(proposal)
+        total = inputs.settings.max_simulations + inputs.settings.baseline_simulations
+        report(min(0.2 + 0.6 * len(checked) / max(total, 1), 0.8), f"simulating {proposal.label()}")
+        checked.append(verify(inputs, proposal))
+        runs += 1
+
+
+def finish(
+    inputs: PlannerInputs,
+    prepared: Prepared,
+    verifications: Sequence[Verification],
+    progress: Progress | None = None,
+) -> PlanOutcome:
+    """Fix-ups within the simulation budget, then the plan (or why there is none)."""
+    report = progress or _noop
+    ev, found = prepared.evaluator, prepared.found
+    search_info = {
+        "designs_evaluated": found.evaluated,
+        "feasible_pdd": len(found.pdd),
+        "feasible_baseline": len(found.baseline),
+        "workload": {
+            "requests": prepared.profile.requests,
+            "rate_rps": prepared.profile.rate_rps,
+            "arrival_cv2": prepared.profile.arrival_cv2,
+            "mean_hit": prepared.profile.mean_hit,
+            "token_hit": prepared.profile.token_hit,
+        },
+    }
+    if not found.pdd:
+        skeletons = _pdd_skeletons(inputs) + _baseline_skeletons(inputs)
+        problems, fixes = infeasible_problems(ev, found, skeletons)
+        return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
+    checked = list(verifications)
+    _improve(
+        inputs,
+        prepared=prepared,
+        checked=checked,
+        policy=PDD,
+        budget=inputs.settings.max_simulations,
+        report=report,
+    )
+    _improve(
+        inputs,
+        prepared=prepared,
+        checked=checked,
+        policy="same-dc",
+        budget=inputs.settings.baseline_simulations,
+        report=report,
+    )
+    search_info["simulations"] = [
+        {
+            "design": v.design.label(),
+            "policy": v.design.policy,
+            "transfer_budget_s": v.design.table.transfer_budget_s,
+            "sla_met": v.summary.sla_met,
+            "rejected": v.summary.rejected,
+            "bcr": v.summary.bcr,
+            "cost_per_hour": v.summary.cost_per_hour,
+            "ttft_p99": v.summary.ttft_p99,
+            "cause": v.cause,
+        }
+        for v in checked
+    ]
+    chosen = _best(checked, PDD)
+    if chosen is None:
+        last = [v for v in checked if v.design.policy == PDD][-1]
+        s = last.summary
+        problems = [
+            f"The analytic model found designs, but the simulator confirmed none within "
+            f"{inputs.settings.max_simulations} runs; the last ({last.design.label()}) measured "
+            f"TTFT P90 {s.ttft_p90:.2f} s / P99 {s.ttft_p99:.2f} s, TPOT P99 "
+            f"{s.tpot_p99 * 1e3:.0f} ms, {s.rejected} rejected, its misses dominated by "
+            f"{last.cause}."
+        ]
+        fixes = ["raise the chip limits, relax the SLA, or raise max_simulations in [planner]"]
+        return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
+    report(0.85, "deriving handoff thresholds and the bathtub")
+    design = chosen.design
+    analytic = ev.evaluate(design)
+    relay_stage = analytic.stage("RLD capacity")
+    handoff = choose_handoff(ev, design, relay_stage.utilisation if relay_stage else 0.0)
+    table = handoff.table
+    pools = tuple(
+        PoolPlan(
+            site=p.site,
+            chip=p.chip,
+            role=str(p.role),
+            instances=p.instances,
+            tp=p.tp,
+            cost_per_hour=p.cost(ev.chips),
+            reason=pool_reason(ev, design, p, analytic, chosen),
+        )
+        for p in sorted(design.pools, key=lambda p: role_order(p.role))
+    )
+    base = _best(checked, "same-dc")
+    curve = bathtub(ev, replace(design, table=table), inputs.settings.bathtub_points, inputs)
+    report(0.95, "writing the plan")
+    baseline_info: dict[str, object] = {"found": base is not None}
+    cost_rows = _cost_table(design, base.design if base else None, ev.chips)
+    if base is not None:
+        baseline_info.update(
+            pools=[p.to_dict() for p in base.design.pools],
+            predicted=predicted_from(base.summary),
+        )
+    reasons = _reasons(
+        inputs,
+        design=design,
+        analytic=analytic,
+        chosen=chosen,
+        base=base,
+        handoff=handoff.reason,
+        ev=ev,
+    )
+    return Plan(
+        name=inputs.name,
+        model=inputs.model.id,
+        pools=pools,
+        routing_table=table,
+        predicted=predicted_from(chosen.summary),
+        analytic={
+            "ttft": analytic.ttft,
+            "tpot": analytic.tpot,
+            "goodput_rps": analytic.goodput_rps,
+            "stages": [
+                {"name": s.name, "utilisation": s.utilisation, "capacity_rps": s.capacity_rps}
+                for s in analytic.stages
+            ],
+            "shares": analytic.shares,
+        },
+        baseline=baseline_info,
+        cost_table=tuple(cost_rows),
+        bathtub=curve,
+        reasons=reasons,
+        search=search_info,
+    )
+
+
+def _cost_table(
+    plan: Design, base: Design | None, chips: Mapping[str, ChipSpec]
+) -> list[dict[str, object]]:
+    """Side by side per role: the plan's pool and cost, the baseline's (its D under MD)."""
+    rows: list[dict[str, object]] = []
+    for role in (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE):
+        mine = plan.pool(role)
+        theirs = base.pool(role) if base is not None else None
+        rows.append(
+            {
+                "role": "MD / D" if role is Role.MAIN_DECODE else str(role),
+                "plan": _pool_text(mine),
+                "plan_cost_per_hour": mine.cost(chips) if mine else 0.0,
+                "baseline": _pool_text(theirs),
+                "baseline_cost_per_hour": theirs.cost(chips) if theirs else 0.0,
+            }
+        )
+    rows.append(
+        {
+            "role": "total",
+            "plan": f"{sum(p.chips for p in plan.pools)} chips",
+            "plan_cost_per_hour": plan.cost(chips),
+            "baseline": f"{sum(p.chips for p in base.pools)} chips" if base else "-",
+            "baseline_cost_per_hour": base.cost(chips) if base else None,
+        }
+    )
+    return rows
+
+
+def _pool_text(pool: PoolChoice | None) -> str:
+    if pool is None:
+        return "-"
+    return f"{pool.instances} x {pool.chip} tp {pool.tp} ({pool.chips} chips, {pool.site})"
+
+
+def _reasons(
+    inputs: PlannerInputs,
+    *,
+    design: Design,
+    analytic: Evaluation,
+    chosen: Verification,
+    base: Verification | None,
+    handoff: str,
+    ev: Evaluator,
+) -> dict[str, object]:
+    table = design.table
+    s = chosen.summary
+    routing = [
+        f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN transfer "
+        f"of the KV MD lacks fits in it goes P-MD ({analytic.shares.get('P-MD', 0):.0%} "
+        f"predicted, {s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD; "
+        f"chosen among {', '.join(f'{b:g}' for b in inputs.settings.transfer_budgets_s)} s as the "
+        "best BCR the simulator confirmed.",
+        f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
+        f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish on "
+        f"RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of requests).",
+        handoff,
+    ]
+    if base is None:
+        comparison = "no homogeneous same-dc design met the SLA within the limits."
+    else:
+        b = base.summary
+        verdict = "beats" if s.bcr > b.bcr else "does not beat"
+        comparison = (
+            f"the plan's BCR {s.bcr * 1e3:.2f} (x1000, req/s per $/h, simulated) {verdict} the "
+            f"best homogeneous same-dc design's {b.bcr * 1e3:.2f} ({base.design.label()}, "
+            f"${b.cost_per_hour:.1f}/h vs ${s.cost_per_hour:.1f}/h)."
+        )
+    return {
+        "binding": analytic.binding,
+        "summary": binding_sentence(analytic),
+        "pools": [pool_reason(ev, design, p, analytic, chosen) for p in design.pools],
+        "routing": routing,
+        "comparison": comparison,
+    }
+
+
+def make_plan(inputs: PlannerInputs, progress: Progress | None = None) -> PlanOutcome:
+    """Plan in this process: prepare, verify the first round, finish."""
+    report = progress or _noop
+    prepared = prepare(inputs, report)
+    if not prepared.found.pdd:
+        return finish(inputs, prepared, [], report)
+    checked = []
+    designs = first_round(inputs, prepared)
+    for index, design in enumerate(designs):
+        report(0.2 + 0.5 * index / len(designs), f"simulating {design.label()}")
+        checked.append(verify(inputs, design))
+    outcome = finish(inputs, prepared, checked, report)
+    report(1.0, "done")
+    return outcome

@@ -1,0 +1,264 @@
+"""Search the design space with the analytic model: chips, tp, counts, thresholds.
+
+For every placement DOMAIN.md's pipeline allows (P and RLD in one site, MD in another joined by a
+WAN line), every candidate chip and a few tensor-parallel degrees per role, and every transfer
+budget and singular threshold tried, the counts are not enumerated but *sized*: each pool starts
+at the smallest count that keeps its stage below its utilisation target, then P grows until the
+TTFT tail meets the SLA (or the site's chip limit stops it). The homogeneous same-dc baseline is
+sized the same way. Designs are ranked by analytic BCR (goodput per $/h), ties by cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from pdd_core import perf
+from pdd_core.planner.capacity import Evaluation, Evaluator
+from pdd_core.planner.design import PDD, SAME_DC, Design, PoolChoice
+from pdd_core.planner.inputs import PlannerInputs
+from pdd_core.specs import SLA, LinkKind, Role
+
+# Sizing targets: a decode pool is started at 85% of its slots, RLD at 80% (it must absorb
+# bursts of relays to stay below the one-shot threshold), P at 85% before the TTFT check.
+DECODE_TARGET = 0.85
+RELAY_TARGET = 0.8
+PREFILL_TARGET = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A sized design and its analytic evaluation."""
+
+    design: Design
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked feasible designs (best first), and why the others were dropped."""
+
+    pdd: tuple[Scored, ...]
+    baseline: tuple[Scored, ...]
+    rejected: tuple[str, ...]
+    evaluated: int
+
+
+def tp_options(inputs: PlannerInputs, chip: str, role: Role) -> list[int]:
+    """The smallest tp that holds the model and one mean request's KV, the next
+    power of two, and twice that: small enough a set to search, wide enough to trade prefill
+    speed and KV room against chips."""
+    spec = inputs.chips[chip]
+    need = 1
+    if inputs.requests:
+        need = int(sum(r.input_tokens + r.output_tokens for r in inputs.requests)) // len(
+            inputs.requests
+        )
+    smallest = 0
+    for tp in range(1, perf.MAX_TP + 1):
+        if perf.kv_capacity_tokens(inputs.model, spec, tp) >= need:
+            smallest = tp
+            break
+    if not smallest:
+        return []
+    power = 1 << (smallest - 1).bit_length()
+    options = sorted({smallest, power, min(2 * power, perf.MAX_TP)})
+    return [t for t in options if t <= inputs.limit_for(chip)]
+
+
+def _fits(inputs: PlannerInputs, design: Design) -> str | None:
+    used: dict[tuple[str, str], int] = {}
+    for pool in design.pools:
+        key = (pool.site, pool.chip)
+        used[key] = used.get(key, 0) + pool.chips
+    for (site, chip), chips in used.items():
+        limit = inputs.limit(site, chip)
+        if chips > limit:
+            return f"needs {chips} x {chip} in {site}, the limit is {limit}"
+    return None
+
+
+def _start_count(rho_at_one: float, target: float) -> int:
+    if not math.isfinite(rho_at_one):
+        return 1
+    return max(1, math.ceil(rho_at_one / target))
+
+
+def size_design(
+    ev: Evaluator, inputs: PlannerInputs, skeleton: Design
+) -> tuple[Scored | None, str]:
+    """Counts for ``skeleton``'s chips and thresholds; (None, why) when no count works."""
+    first = ev.evaluate(skeleton)
+    design = skeleton
+    for stage in first.stages:
+        if stage.name.startswith("decode"):
+            design = design.with_instances(
+                Role.MAIN_DECODE, _start_count(stage.utilisation, DECODE_TARGET)
+            )
+        elif stage.name == "RLD capacity":
+            design = design.with_instances(
+                Role.RELAY_DECODE, _start_count(stage.utilisation, RELAY_TARGET)
+            )
+        elif stage.name == "prefill compute":
+            design = design.with_instances(
+                Role.PREFILL, _start_count(stage.utilisation, PREFILL_TARGET)
+            )
+    last = ""
+    for _ in range(64):
+        over = _fits(inputs, design)
+        if over:
+            return None, f"{design.label()}: {over} ({last or 'capacity'})"
+        evaluation = ev.evaluate(design)
+        if evaluation.meets_sla:
+            return Scored(design, evaluation), ""
+        last = "; ".join(evaluation.violations)
+        grow = _grow(design, evaluation, inputs.sla)
+        if grow is None:
+            return None, f"{design.label()}: {last}"
+        design = grow
+    return None, f"{design.label()}: {last}"
+
+
+def _grow(design: Design, evaluation: Evaluation, sla: SLA) -> Design | None:
+    """Add one instance to the pool behind the first violation (P for the TTFT tail).
+
+    None when growing cannot help: the WAN line is full, a single sequence does not fit, or
+    the TTFT tail is missed with every queue empty (service time, not capacity).
+    """
+    service = evaluation.ttft_service
+    if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
+        return None
+    for violation in evaluation.violations:
+        if violation.startswith("decode"):
+            if "not one sequence" in violation:
+                return None
+            return design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
+        if violation.startswith("RLD") and design.relay is not None:
+            if "not one sequence" in violation:
+                return None
+            return design.with_instances(Role.RELAY_DECODE, design.relay.instances + 1)
+        if violation.startswith("WAN"):
+            return None
+    md = evaluation.stage("decode KV capacity") or evaluation.stage("decode TPOT")
+    if md is not None and md.utilisation > 0.9:
+        return design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
+    return design.with_instances(Role.PREFILL, design.prefill.instances + 1)
+
+
+def _placements(inputs: PlannerInputs) -> list[tuple[str, str]]:
+    """(P site, MD site) pairs joined by a WAN link, P's site having an RDMA fabric."""
+    pairs = []
+    for link in inputs.links:
+        if link.kind is not LinkKind.WAN:
+            continue
+        for a, b in ((link.source_site, link.target_site), (link.target_site, link.source_site)):
+            if inputs.candidates_for(Role.PREFILL, a) and inputs.candidates_for(
+                Role.MAIN_DECODE, b
+            ):
+                pairs.append((a, b))
+    return sorted(set(pairs))
+
+
+def search(
+    ev: Evaluator, inputs: PlannerInputs, progress: Callable[[float], None] | None = None
+) -> SearchResult:
+    """Size every skeleton, keep the feasible ones ranked, and say why the rest failed."""
+    skeletons = list(_pdd_skeletons(inputs)) + list(_baseline_skeletons(inputs))
+    pdd: list[Scored] = []
+    baseline: list[Scored] = []
+    rejected: list[str] = []
+    for index, skeleton in enumerate(skeletons):
+        scored, why = size_design(ev, inputs, skeleton)
+        if scored is None:
+            rejected.append(f"{skeleton.policy}: {why}")
+        elif skeleton.policy == PDD:
+            pdd.append(scored)
+        else:
+            baseline.append(scored)
+        if progress is not None:
+            progress((index + 1) / len(skeletons))
+
+    def rank(s: Scored) -> tuple[float, float, str]:
+        return (-s.evaluation.bcr, s.evaluation.cost_per_hour, s.design.label())
+
+    return SearchResult(
+        pdd=tuple(_distinct(sorted(pdd, key=rank))),
+        baseline=tuple(_distinct(sorted(baseline, key=rank))),
+        rejected=tuple(rejected),
+        evaluated=len(skeletons),
+    )
+
+
+def _distinct(scored: list[Scored]) -> list[Scored]:
+    seen: set[str] = set()
+    kept = []
+    for s in scored:
+        key = s.design.label() + repr(s.design.table)
+        if key not in seen:
+            seen.add(key)
+            kept.append(s)
+    return kept
+
+
+def _pdd_skeletons(inputs: PlannerInputs) -> list[Design]:
+    settings = inputs.settings
+    skeletons = []
+    for p_site, md_site in _placements(inputs):
+        for p_cand in inputs.candidates_for(Role.PREFILL, p_site):
+            for p_tp in tp_options(inputs, p_cand.chip, Role.PREFILL):
+                for md_cand in inputs.candidates_for(Role.MAIN_DECODE, md_site):
+                    for md_tp in tp_options(inputs, md_cand.chip, Role.MAIN_DECODE):
+                        for rld_cand in inputs.candidates_for(Role.RELAY_DECODE, p_site):
+                            rld_tps = tp_options(inputs, rld_cand.chip, Role.RELAY_DECODE)
+                            if not rld_tps:
+                                continue
+                            for budget in settings.transfer_budgets_s:
+                                for smin in settings.singular_min_inputs:
+                                    table = replace(
+                                        inputs.table,
+                                        transfer_budget_s=budget,
+                                        singular_min_input_tokens=smin,
+                                    )
+                                    skeletons.append(
+                                        Design(
+                                            PDD,
+                                            PoolChoice(p_site, p_cand.chip, Role.PREFILL, 1, p_tp),
+                                            PoolChoice(
+                                                md_site, md_cand.chip, Role.MAIN_DECODE, 1, md_tp
+                                            ),
+                                            PoolChoice(
+                                                p_site,
+                                                rld_cand.chip,
+                                                Role.RELAY_DECODE,
+                                                1,
+                                                rld_tps[0],
+                                            ),
+                                            table,
+                                        )
+                                    )
+    return skeletons
+
+
+def _baseline_skeletons(inputs: PlannerInputs) -> list[Design]:
+    """Homogeneous same-dc designs: one chip type for P and D, in one site with RDMA."""
+    skeletons = []
+    rdma_sites = {lk.source_site for lk in inputs.links if lk.kind is LinkKind.RDMA}
+    seen: set[tuple[str, str]] = set()
+    for cand in inputs.candidates:
+        key = (cand.site, cand.chip)
+        if key in seen or cand.site not in rdma_sites or cand.chip not in inputs.chips:
+            continue
+        seen.add(key)
+        for p_tp in tp_options(inputs, cand.chip, Role.PREFILL):
+            for d_tp in tp_options(inputs, cand.chip, Role.MAIN_DECODE):
+                skeletons.append(
+                    Design(
+                        SAME_DC,
+                        PoolChoice(cand.site, cand.chip, Role.PREFILL, 1, p_tp),
+                        PoolChoice(cand.site, cand.chip, Role.MAIN_DECODE, 1, d_tp),
+                        None,
+                        inputs.table,
+                    )
+                )
+    return skeletons

@@ -1,0 +1,74 @@
+"""Plan pages in Chromium: request a plan, watch it finish, see the bathtub, activate it.
+
+The daphne process runs Celery eagerly (``PDD_CELERY_EAGER=1``) even when the suite has
+``REDIS_URL``: the page flow is under test here, the worker is ``tests/system``'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from tests.browser.conftest import log_in, screenshot
+from tests.live_server import ServerProcess, database_url
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def eager_server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        url = database_url(connection.settings_dict)
+    server = ServerProcess(
+        url, tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("daphne") / "daphne.log"
+    )
+    server.env["PDD_CELERY_EAGER"] = "1"
+    server.start()
+    yield server.url
+    server.stop()
+
+
+def test_operator_plans_sees_the_bathtub_and_activates(eager_server: str, page: Any) -> None:
+    from controlplane.planning.models import Plan
+
+    User.objects.create_superuser("ops", "ops@example.com", "ops-pass-123")
+    viewer = User.objects.create_user("watcher", "w@example.com", "watch-pass-123")
+    viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])
+
+    log_in(page, eager_server, "ops", "ops-pass-123")
+    page.click("header.top nav >> text=Plans")
+    page.select_option("#id_scenario", "small.toml")
+    page.click("#plan-create button[type=submit]")
+
+    page.wait_for_selector("#plan-status[data-status=done]", timeout=120_000)
+    page.wait_for_selector("#bathtub-chart.js-plotly-plot")
+    traces = page.eval_on_selector("#bathtub-chart", "e => e.data.length")
+    points = page.eval_on_selector("#bathtub-chart", "e => e.data[0].x.length")
+    assert traces >= 3
+    assert points == 11
+    assert page.locator("#plan-pools tbody tr").count() == 3
+    assert "binding:" in page.inner_text("#plan-reasons")
+    screenshot(page, "plan")
+
+    plan = Plan.objects.get()
+    page.click("#activate")
+    assert page.is_visible("#activate-dialog")
+    page.click("#activate-confirm")
+    page.wait_for_selector("text=active · version 1")
+    plan.refresh_from_db()
+    assert plan.active is True
+    assert plan.version == 1
+
+    page.click("text=Log out")
+    log_in(page, eager_server, "watcher", "watch-pass-123")
+    page.goto(f"{eager_server}/plans/{plan.pk}/")
+    page.wait_for_selector("#bathtub-chart.js-plotly-plot")
+    assert page.locator("#activate").count() == 0
+    assert page.locator("#plan-create").count() == 0

@@ -1,0 +1,39 @@
+"""``pdd plan``: JSON keys, the text sections, ``--out``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pdd_core.cli import main
+
+SMALL = str(Path(__file__).resolve().parents[3] / "fixtures" / "scenarios" / "small.toml")
+
+
+def test_plan_json_has_the_issue_keys(capsys: Any, tmp_path: Path) -> None:
+    assert main(["plan", SMALL, "--json", "--out", str(tmp_path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert {"pools", "routing_table", "predicted", "baseline", "bathtub", "reasons"} <= set(printed)
+    stored = json.loads((tmp_path / "plan.json").read_text())
+    assert stored["pools"] == printed["pools"]
+
+
+def test_plan_text_prints_pools_costs_reasons_bathtub_and_time(capsys: Any) -> None:
+    assert main(["plan", SMALL]) == 0
+    out = capsys.readouterr().out
+    for section in ("pool    site", "cost table", "reasons:", "bathtub:", "<- current workload",
+                    "wall time"):  # fmt: skip
+        assert section in out
+
+
+def test_infeasible_scenario_exits_1(capsys: Any, tmp_path: Path) -> None:
+    text = (
+        Path(SMALL)
+        .read_text()
+        .replace("ttft_p90_s = 2.0\nttft_p99_s = 5.0", "ttft_p90_s = 0.05\nttft_p99_s = 0.1")
+    )
+    scenario = tmp_path / "tight.toml"
+    scenario.write_text(text)
+    assert main(["plan", str(scenario)]) == 1
+    assert "INFEASIBLE: TTFT P" in capsys.readouterr().out
