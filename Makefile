@@ -19,13 +19,18 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 venv install: $(VENV)/.installed
 
+# The control plane (SQLite, in-memory channels, in-process tasks), the demo data plane registered
+# with it and replayed load, all on this machine; Ctrl-C stops everything.
 demo: install
+	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
+
+# The control plane alone (no data plane, no load).
+serve: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
 	@echo ""
 	@echo "  Dashboard:  http://$(HOST):$(PORT)/   (log in as $(DEMO_USER) / $(DEMO_PASSWORD))"
 	@echo "  API docs:   http://$(HOST):$(PORT)/api/docs/"
-	@echo "  API token:  $(BIN)/python manage.py create_token --name me --scope operator"
 	@echo ""
 	$(BIN)/daphne -b $(HOST) -p $(PORT) controlplane.asgi:application
 

@@ -1,8 +1,9 @@
 """The data plane's configuration file: agents, sites, the WAN line, engines, tenants, routing.
 
-Until the agents are wired to the control plane (the next issue), one JSON file describes a whole
-data plane, and every process reads the same file: ``pdd up`` writes a copy with the free ports
-it picked, and each ``pdd agent --role ROLE --id ID`` finds its own address and its peers' in it.
+One JSON file describes a whole data plane (a control plane, when joined, may replace its
+routing table and tenant keys at run time: ``Gateway.apply_control_config``), and every process
+reads the same file: ``pdd up`` writes a copy with the free ports it picked, and each
+``pdd agent --role ROLE --id ID`` finds its own address and its peers' in it.
 A peer in another site is reached through the WAN emulator's route for it, so the cross-site
 hop is always shaped. Malformed values fail at start with the field named.
 

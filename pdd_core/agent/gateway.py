@@ -21,7 +21,8 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import fields, replace
 from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
@@ -35,6 +36,7 @@ from pdd_core.routing import (
     InstanceView,
     Pipeline,
     RouteFeatures,
+    RoutingTable,
     choose_instance,
     choose_pipeline,
     predict_rejection,
@@ -49,6 +51,8 @@ class Gateway:
 
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
         self.config = config
+        self.local_tenants = dict(config.tenants)
+        self.served = 0
         self.spec = config.agent(agent_id)
         self.predictor = Predictor(config)
         self.block_size = config.engine.block_size
@@ -206,9 +210,15 @@ class Gateway:
         max_tokens: int,
         tenant: str,
         override: dict[str, Any],
+        *,
+        request_id: str = "",
     ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
-        """Run a routed request; yields each batch of new tokens in order with the outcome."""
-        rid = f"cmpl-{uuid.uuid4().hex}"
+        """Run a routed request; yields each batch of new tokens in order with the outcome.
+
+        ``request_id`` is the response's ``id`` (the API picks it), so a client can find its
+        request in the control plane's records; one is made up when it is not given.
+        """
+        rid = request_id or f"cmpl-{uuid.uuid4().hex}"
         outcome = Outcome(rid, route)
         queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
         self.active[rid] = queue
@@ -307,6 +317,48 @@ class Gateway:
             return route.relay is None or bool(outcome.handoff_mode) or outcome.md_tokens > 0
         return False
 
+    async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
+        """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once.
+
+        ``routing_table`` (``RoutingTable`` fields; unknown keys are logged and ignored; null
+        keeps the local table) and ``tenant_keys`` (sha256 -> tenant) replace the local ones
+        in one assignment of ``self.config``, so a request sees the old or the new config,
+        never a mix. The control plane is the authority on keys once it has any: its map
+        replaces the file's (revocations take effect). While it has none (a fresh control
+        plane), the file's keys stay valid, so connecting a running plane never locks
+        everyone out. ``pools`` are informational: a ``pdd up`` plane is fixed.
+        """
+        routing = self.config.routing
+        table = document.get("routing_table")
+        if isinstance(table, Mapping):
+            known = {f.name for f in fields(RoutingTable)}
+            unknown = sorted(set(table) - known)
+            if unknown:
+                log.info("config %s: ignoring unknown routing keys %s", version, unknown)
+            try:
+                routing = replace(routing, **{k: v for k, v in table.items() if k in known})
+            except (TypeError, ValueError) as exc:
+                log.error("config %s: routing_table rejected (%s); keeping the current", version,
+                          exc)  # fmt: skip
+                routing = self.config.routing
+        keys = document.get("tenant_keys")
+        tenants: Mapping[str, str] = self.config.tenants
+        if isinstance(keys, Mapping):
+            given = {str(k).lower(): str(v) for k, v in keys.items()}
+            tenants = given if given else self.local_tenants
+        self.config = replace(self.config, routing=routing, tenants=tenants)
+        log.info("config %s applied: %d tenant keys", version, len(tenants))
+
+    def stats(self) -> dict[str, Any]:
+        """What the heartbeat reports: journal backlog and losses, requests served (completed;
+        429s and failures are journaled but not counted here), requests in flight."""
+        return {
+            "journal_pending": self.journal.pending_count,
+            "journal_dropped": self.journal.dropped,
+            "requests_served": self.served,
+            "in_flight": len(self.active),
+        }
+
     def journal_outcome(
         self, outcome: Outcome | None, route: Route, tenant: str, key_prefix: str, *, failed: bool
     ) -> None:
@@ -346,3 +398,5 @@ class Gateway:
             and (record.tpot_s is None or record.tpot_s <= sla.tpot_p99_s)
         )
         self.journal.append(record.to_json())
+        if not failed and not route.rejected:
+            self.served += 1

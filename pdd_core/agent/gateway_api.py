@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from typing import Any
 
 from pdd_core.agent.config import hash_key
@@ -39,6 +40,15 @@ REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
+
+
+def key_prefix(key: str) -> str:
+    """The public prefix of a control-plane key ``tk_<prefix>_<secret>`` (what billing and the
+    records API know it by); other keys (``pdd up``'s local demo key) have none."""
+    parts = key.split("_", 2)
+    if len(parts) == 3 and parts[0] == "tk" and parts[1]:
+        return parts[1]
+    return ""
 
 
 class GatewayApi:
@@ -97,12 +107,13 @@ class GatewayApi:
         auth = headers.get("authorization", "")
         key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         digest = hash_key(key) if key else ""
-        tenant = self.config.tenants.get(digest)
+        # Read through the gateway: a config push swaps its whole configuration at once.
+        tenant = self.gateway.config.tenants.get(digest)
         if tenant is None:
             raise HttpError(
                 401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
             )
-        return tenant, digest[:8]
+        return tenant, key_prefix(key)
 
     async def _route(
         self,
@@ -200,7 +211,11 @@ class GatewayApi:
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         want_ids = bool(request.get("return_token_ids"))
         completion = Completion(chat, str(model), len(prompt), want_ids)
-        tokens = self.gateway.generate(route, prompt, max_tokens, tenant, override)
+        # The response id is the request id of the journal and the control plane's records.
+        completion.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        tokens = self.gateway.generate(
+            route, prompt, max_tokens, tenant, override, request_id=completion.id
+        )
         outcome: Outcome | None = None
         headers = {"x-pdd-pipeline": route.pipeline.value}
         failed = True

@@ -6,6 +6,10 @@ API key for the ``demo`` tenant, writes the resolved configuration into a run di
 starts one ``pdd agent`` child per agent plus the line. Children are started with
 ``PR_SET_PDEATHSIG`` (Linux) so they die with the supervisor even if it is killed outright;
 ``stop`` sends SIGTERM, waits a bounded time, then SIGKILLs what is left.
+
+Given a control-plane URL and agent tokens (one for every site, or one per site since agent
+tokens are site-bound), every child registers with the control plane (``pdd agent
+--control-plane``; the token travels in the child's environment, not its command line).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,7 +72,17 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 class DataPlane:
     """The children of one ``pdd up``: start, wait for each to be ready, stop them all."""
 
-    def __init__(self, topology: Path | str, run_dir: Path | str) -> None:
+    def __init__(
+        self,
+        topology: Path | str,
+        run_dir: Path | str,
+        *,
+        control_plane: str | None = None,
+        tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        """``tokens`` maps a site to its agent token; the key ``""`` serves every other site."""
+        self.control_plane = control_plane
+        self.tokens = dict(tokens or {})
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config, self.api_key = resolve(load_config(topology), self.run_dir)
@@ -76,6 +91,17 @@ class DataPlane:
         self.children: dict[str, subprocess.Popen[str]] = {}
         self.addresses: dict[str, str] = {}
         self._ready: queue.Queue[tuple[str, str]] = queue.Queue()
+        if control_plane:
+            sites = {a.site for a in self.config.agents}
+            missing = sorted(s for s in sites if s not in self.tokens and "" not in self.tokens)
+            if missing:
+                raise ValueError(f"--token: no agent token for site(s) {', '.join(missing)}")
+
+    def site_of(self, role: str, agent_id: str) -> str:
+        """An agent's site; the WAN line registers in the gateway's site."""
+        if role == "wan":
+            return self.config.of_role("gateway")[0].site
+        return self.config.agent(agent_id).site
 
     @property
     def gateway_url(self) -> str:
@@ -113,8 +139,14 @@ class DataPlane:
             "--config",
             str(self.config_path),
         ]
+        env = dict(os.environ)
+        if self.control_plane:
+            site = self.site_of(role, agent_id)
+            command += ["--control-plane", self.control_plane, "--log-level", "INFO"]
+            env["PDD_CONTROL_TOKEN"] = self.tokens.get(site, self.tokens.get("", ""))
         child = subprocess.Popen(
             command,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,

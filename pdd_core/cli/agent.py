@@ -22,19 +22,33 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--config", required=True, help="data-plane configuration (JSON)")
     parser.add_argument("--id", help="agent id in the file (default: the first of the role)")
+    parser.add_argument(
+        "--control-plane",
+        metavar="URL",
+        help="register with this control plane (agent token in PDD_CONTROL_TOKEN or --token)",
+    )
+    parser.add_argument("--token", help="agent token (prefer PDD_CONTROL_TOKEN: not in ps)")
     parser.add_argument("--log-level", default="WARNING")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import logging
+    import os
 
     from pdd_core.agent.config import load_config
-    from pdd_core.agent.run import run_process
+    from pdd_core.agent.run import ControlSettings, run_process
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
     config = load_config(args.config)
     agent_id = args.id
     if agent_id is None and args.role != "wan":
         agent_id = config.of_role(args.role)[0].id
-    return run_process(config, args.role, agent_id or "wan")
+    control = None
+    if args.control_plane:
+        token = args.token or os.environ.get("PDD_CONTROL_TOKEN", "")
+        if not token:
+            print("pdd agent: --control-plane needs a token (PDD_CONTROL_TOKEN or --token)")
+            return 2
+        control = ControlSettings(args.control_plane, token)
+    return run_process(config, args.role, agent_id or "wan", control)

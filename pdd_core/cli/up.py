@@ -3,6 +3,10 @@
 Starts the gateway, the prefill and relay agents of site A, the main-decode agents of site B
 and the WAN emulator between the sites (``pdd_core.agent.supervisor``), prints the gateway URL
 and a fresh API key of the ``demo`` tenant, and stops every child on Ctrl-C or SIGTERM.
+
+``--control-plane URL --token TOKEN`` registers every agent with a control plane: one token
+for all of them, or ``--token SITE=TOKEN`` once per site (agent tokens are bound to a site;
+``pdd up`` emulates both sites on one machine). Without the flags the plane runs standalone.
 """
 
 from __future__ import annotations
@@ -22,7 +26,24 @@ def register(subparsers: Any) -> None:
     parser.add_argument("topology", metavar="TOPOLOGY_FILE")
     parser.add_argument("--run-dir", help="where to write the resolved config, logs, journals")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to start (bound)")
+    parser.add_argument("--control-plane", metavar="URL", help="register every agent here")
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="[SITE=]TOKEN",
+        help="agent token: once for all sites, or SITE=TOKEN per site (repeatable)",
+    )
     parser.set_defaults(func=run)
+
+
+def parse_tokens(values: list[str]) -> dict[str, str]:
+    """``["TOKEN"]`` -> ``{"": TOKEN}``; ``["dc-a=T1", "dc-b=T2"]`` -> per site."""
+    tokens: dict[str, str] = {}
+    for value in values:
+        site, sep, token = value.partition("=")
+        tokens[site if sep else ""] = token if sep else value
+    return tokens
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,8 +53,16 @@ def run(args: argparse.Namespace) -> int:
 
     from pdd_core.agent.supervisor import DataPlane
 
+    tokens = parse_tokens(args.token)
+    if bool(args.control_plane) != bool(tokens):
+        print("pdd up: --control-plane and --token go together", flush=True)
+        return 2
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="pdd-up-")
-    plane = DataPlane(args.topology, run_dir)
+    try:
+        plane = DataPlane(args.topology, run_dir, control_plane=args.control_plane, tokens=tokens)
+    except ValueError as exc:
+        print(f"pdd up: {exc}", flush=True)
+        return 2
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -44,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     host, port = plane.wan_control
     print(f"gateway: {plane.gateway_url}", flush=True)
-    print(f"api key: {plane.api_key}", flush=True)
+    note = " (until the control plane pushes keys of its own)" if args.control_plane else ""
+    print(f"api key: {plane.api_key}{note}", flush=True)
     print(f"wan control: http://{host}:{port} (token {plane.config.wan.control_token})")
     print(f"run dir: {run_dir}")
+    if args.control_plane:
+        print(f"control plane: {args.control_plane} (every agent registers there)")
     print("pids: " + " ".join(f"{k}={v}" for k, v in plane.pids().items()), flush=True)
     print("press Ctrl-C to stop", flush=True)
     try:

@@ -1,0 +1,78 @@
+"""The gateway's side of a config push, and ``pdd up``'s control-plane flags (no processes)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pdd_core.agent.config import hash_key, load_config
+from pdd_core.agent.gateway import Gateway
+from pdd_core.agent.gateway_api import key_prefix
+from pdd_core.agent.supervisor import DataPlane
+from pdd_core.cli.up import parse_tokens
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"
+LOCAL = hash_key("local-key")
+
+
+def gateway(tmp_path: Path) -> Gateway:
+    config = load_config(TINY)
+    config = replace(
+        config.with_ports({}, {"md-0": 1, "md-1": 2}),
+        journal_dir=str(tmp_path),
+        tenants={LOCAL: "local"},
+    )
+    return Gateway(config, "gateway")  # not started: no connection is made
+
+
+def test_a_push_swaps_routing_and_keys_and_ignores_unknown_fields(tmp_path: Path) -> None:
+    gw = gateway(tmp_path)
+    budget = gw.config.routing.transfer_budget_s
+    pushed = {hash_key("tk_ab12_x"): "acme"}
+
+    asyncio.run(
+        gw.apply_control_config(
+            3, {"routing_table": {"transfer_budget_s": budget * 2, "new": 1}, "tenant_keys": pushed}
+        )
+    )
+
+    assert gw.config.routing.transfer_budget_s == budget * 2
+    assert dict(gw.config.tenants) == pushed  # the control plane's keys replace the file's
+
+
+def test_an_empty_key_map_keeps_the_local_keys_and_null_keeps_the_table(tmp_path: Path) -> None:
+    gw = gateway(tmp_path)
+    routing = gw.config.routing
+    asyncio.run(gw.apply_control_config(1, {"tenant_keys": {hash_key("k"): "acme"}}))
+
+    asyncio.run(gw.apply_control_config(2, {"routing_table": None, "tenant_keys": {}}))
+
+    assert dict(gw.config.tenants) == {LOCAL: "local"}
+    assert gw.config.routing == routing
+
+
+def test_an_invalid_routing_table_keeps_the_current_one(tmp_path: Path) -> None:
+    gw = gateway(tmp_path)
+    routing = gw.config.routing
+
+    asyncio.run(gw.apply_control_config(4, {"routing_table": {"transfer_budget_s": "fast"}}))
+
+    assert gw.config.routing == routing
+
+
+def test_key_prefix_is_the_control_planes_public_prefix() -> None:
+    assert key_prefix("tk_ab12cd34_secret_with_underscores") == "ab12cd34"
+    assert key_prefix("pdd-demo-0123") == ""
+
+
+def test_tokens_once_for_all_sites_or_per_site(tmp_path: Path) -> None:
+    assert parse_tokens(["T"]) == {"": "T"}
+    assert parse_tokens(["dc-a=T1", "dc-b=T2"]) == {"dc-a": "T1", "dc-b": "T2"}
+    with pytest.raises(ValueError, match="dc-b"):
+        DataPlane(TINY, tmp_path, control_plane="http://cp", tokens={"dc-a": "T1"})
+    plane = DataPlane(TINY, tmp_path, control_plane="http://cp", tokens={"": "T"})
+    assert plane.site_of("wan", "wan") == "dc-a"
