@@ -35,22 +35,29 @@ from pdd_core.agent.config import DataPlaneConfig, hash_key, load_config
 START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+def free_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct free ports: all sockets stay bound until every port is chosen, since
+    the kernel may hand a just-released port out again (two agents got one port in CI)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def resolve(config: DataPlaneConfig, run_dir: Path) -> tuple[DataPlaneConfig, str]:
     """Ports for every agent, WAN routes for the remote site, a demo key; returns (config, key)."""
     gateway_site = config.of_role("gateway")[0].site
-    ports = {a.id: a.port or free_port(a.host) for a in config.agents}
-    ports["wan-control"] = config.wan.control_port or free_port(config.wan.host)
-    routes = {
-        a.id: int(config.wan.routes.get(a.id, 0)) or free_port(config.wan.host)
-        for a in config.agents
-        if a.site != gateway_site
-    }
+    remote = [a for a in config.agents if a.site != gateway_site]
+    spare = iter(free_ports(config.wan.host, len(config.agents) + 1 + len(remote)))
+    ports = {a.id: a.port or next(spare) for a in config.agents}
+    ports["wan-control"] = config.wan.control_port or next(spare)
+    routes = {a.id: int(config.wan.routes.get(a.id, 0)) or next(spare) for a in remote}
     key = "pdd-demo-" + secrets.token_hex(16)
     tenants = dict(config.tenants)
     tenants[hash_key(key)] = "demo"

@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
+from pdd_core.agent.supervisor import free_ports
 from pdd_core.agent.wan_control import control_request
 from pdd_core.agent.wan_probe import start_probe_server, upload
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def ports() -> Iterator[tuple[int, int]]:
-    yield free_port(), free_port()
+    first, second = free_ports("127.0.0.1", 2)  # distinct, unlike two separate bind(0) calls
+    yield first, second
 
 
 async def wait_for_port(port: int, timeout_s: float = 15.0) -> None:
