@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.accounts.models import ApiToken, Scope
+from pdd_core.agent.config import hash_key
 
 if TYPE_CHECKING:
     from controlplane.billing.models import Tenant
@@ -30,8 +30,11 @@ class IssuedToken:
 
 
 def hash_secret(raw: str) -> str:
-    """SHA-256 of the whole token; tokens carry 256 bits of entropy, so no slow KDF is needed."""
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+    """SHA-256 of the whole token; tokens carry 256 bits of entropy, so no slow KDF is needed.
+
+    The same function the gateway hashes presented keys with, so pushed key hashes match.
+    """
+    return hash_key(raw)
 
 
 def split_token(raw: str) -> tuple[str, str] | None:

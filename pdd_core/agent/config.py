@@ -31,7 +31,7 @@ class ConfigError(ValueError):
 
 
 def hash_key(raw: str) -> str:
-    """SHA-256 hex of a whole API key: the control plane's ``hash_secret``, kept in step."""
+    """SHA-256 hex of a whole API key; the control plane's ``hash_secret`` calls this one."""
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
