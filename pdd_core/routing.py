@@ -13,9 +13,10 @@ Predictions (prefill time, transfer time, queue time) are computed by the caller
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
+from typing import Any
 
 from pdd_core.specs import SLA
 
@@ -90,6 +91,23 @@ class RoutingTable:
             raise ValueError("transfer_budget_s: must be non-negative")
         if not self.reject_ttft_factor > 0:
             raise ValueError("reject_ttft_factor: must be positive")
+
+
+def with_overrides(
+    table: RoutingTable, overrides: Mapping[str, Any]
+) -> tuple[RoutingTable, list[str]]:
+    """``table`` with the known fields of ``overrides`` replaced, and the unknown keys sorted.
+
+    Pushed configurations may come from a newer control plane, so unknown keys are returned
+    for the caller to log, not rejected; bad values raise ``ValueError`` as construction does.
+    """
+    known = {f.name for f in fields(RoutingTable)}
+    unknown = sorted(set(overrides) - known)
+    try:
+        updated = replace(table, **{k: v for k, v in overrides.items() if k in known})
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    return updated, unknown
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
@@ -36,10 +36,10 @@ from pdd_core.routing import (
     InstanceView,
     Pipeline,
     RouteFeatures,
-    RoutingTable,
     choose_instance,
     choose_pipeline,
     predict_rejection,
+    with_overrides,
 )
 
 log = logging.getLogger(__name__)
@@ -331,16 +331,14 @@ class Gateway:
         routing = self.config.routing
         table = document.get("routing_table")
         if isinstance(table, Mapping):
-            known = {f.name for f in fields(RoutingTable)}
-            unknown = sorted(set(table) - known)
-            if unknown:
-                log.info("config %s: ignoring unknown routing keys %s", version, unknown)
             try:
-                routing = replace(routing, **{k: v for k, v in table.items() if k in known})
-            except (TypeError, ValueError) as exc:
+                routing, unknown = with_overrides(routing, table)
+            except ValueError as exc:
                 log.error("config %s: routing_table rejected (%s); keeping the current", version,
                           exc)  # fmt: skip
-                routing = self.config.routing
+                unknown = []
+            if unknown:
+                log.info("config %s: ignoring unknown routing keys %s", version, unknown)
         keys = document.get("tenant_keys")
         tenants: Mapping[str, str] = self.config.tenants
         if isinstance(keys, Mapping):

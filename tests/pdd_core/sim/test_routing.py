@@ -86,3 +86,22 @@ def test_predict_rejection_uses_the_p99_target_and_can_be_disabled():
 def test_routing_table_validates_and_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         RoutingTable(**{field: value})
+
+
+def test_with_overrides_replaces_known_fields_and_reports_unknown_keys() -> None:
+    from pdd_core.routing import RoutingTable, with_overrides
+
+    table, unknown = with_overrides(RoutingTable(), {"transfer_budget_s": 0.25, "zz": 1, "aa": 2})
+
+    assert table.transfer_budget_s == 0.25
+    assert table.handoff_chunk_tokens == RoutingTable().handoff_chunk_tokens
+    assert unknown == ["aa", "zz"]
+
+
+def test_with_overrides_rejects_bad_values() -> None:
+    import pytest
+
+    from pdd_core.routing import RoutingTable, with_overrides
+
+    with pytest.raises(ValueError, match="rld_load_threshold"):
+        with_overrides(RoutingTable(), {"rld_load_threshold": 3})
