@@ -237,13 +237,13 @@ def predict(
     """
     p_index = choose_prefill(prefills)
     p = prefills[p_index]
-    reserve = input_tokens + 1
     md_index, md_hit, md_wait, wan_s = -1, 0, 0.0, math.inf
     if mains and wan is not None:
         views = []
         for index, md in enumerate(mains):
             hit = min(md.hit_tokens, input_tokens)
-            wait = decode_wait_s(md, reserve)
+            # The DRC's prefix pages are shared, so only the rest needs new KV pages.
+            wait = decode_wait_s(md, input_tokens - hit + 1)
             transfer = link_s(wan, (input_tokens - hit) * kv_bytes_per_token)
             views.append(InstanceView(index, hit, wait, transfer))
         chosen = choose_instance(views)
@@ -261,7 +261,7 @@ def predict(
     else:
         relay_index = choose_relay(relays)
         if relay_index >= 0:
-            relay_wait = decode_wait_s(relays[relay_index], reserve)
+            relay_wait = decode_wait_s(relays[relay_index], input_tokens + 1)
         if rdma is not None:
             rdma_s = link_s(rdma, input_tokens * kv_bytes_per_token)
         ttft = predicted_ttft_s(p.queued_s, p.prefill_s, rdma_s, relay_wait)

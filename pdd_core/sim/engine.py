@@ -294,7 +294,8 @@ class Simulator:
             remember(p_inst.cache, request.block_hashes)
         pipeline = flight.pipeline
         if pipeline is Pipeline.COLOCATED:
-            p_inst.add_seq(Seq(flight, request.input_tokens, flight.output, Role.PREFILL), now)
+            seq = Seq(flight, request.input_tokens, flight.output, Role.PREFILL, flight.hit_p)
+            p_inst.add_seq(seq, now)
         elif self.policy is Policy.SAME_DC:
             delay = self._rdma_s(request.input_tokens, self._rdma_rng)
             flight.transfer_s = delay
@@ -330,7 +331,8 @@ class Simulator:
             flight.wan_done_s = t
             self._drc_insert(md, flight.request)
             request = flight.request
-            md.add_seq(Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE), t)
+            seq = Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE, flight.hit_md)
+            md.add_seq(seq, t)
 
         self.wan.start(nbytes, now, landed)
 
@@ -377,9 +379,8 @@ class Simulator:
         md = self.decode[flight.md_index]
         request = flight.request
         tokens = flight.output - flight.absorbed
-        md.add_seq(
-            Seq(flight, request.input_tokens + flight.absorbed, tokens, Role.MAIN_DECODE), now
-        )
+        context = request.input_tokens + flight.absorbed
+        md.add_seq(Seq(flight, context, tokens, Role.MAIN_DECODE, flight.hit_md), now)
 
     def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
         """MD recomputes ``tokens`` handed-over token IDs on top of what it holds."""

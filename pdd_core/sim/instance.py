@@ -97,7 +97,9 @@ class Job:
 class Seq:
     """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit.
 
-    ``allocated`` is the KV (in tokens) its pages hold on the instance; ``preempted`` marks a
+    ``shared`` is the prefix it references in the instance's radix cache (MD's DRC, a
+    colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
+    shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
     sequence whose pages were freed and whose context must be recomputed on readmission.
     """
 
@@ -111,11 +113,15 @@ class Seq:
         "probe",
         "remaining",
         "role",
+        "shared",
     )
 
-    def __init__(self, flight: Flight, context: int, tokens: int, role: Role) -> None:
+    def __init__(
+        self, flight: Flight, context: int, tokens: int, role: Role, shared: int = 0
+    ) -> None:
         self.flight = flight
         self.context = context
+        self.shared = min(shared, context)
         self.remaining = tokens
         self.done = 0
         self.allocated = 0
@@ -344,7 +350,7 @@ class Instance:
         waiting = self.waiting
         while waiting and len(self.batch) < self.max_batch:
             seq = waiting[0]
-            need = seq.context + 1
+            need = seq.context - seq.shared + 1
             # A sequence larger than the whole pool runs alone rather than blocking forever.
             if self.kv_used + need > self.kv_tokens and self.batch:
                 break
@@ -377,8 +383,9 @@ class Instance:
             if seq.in_batch:
                 self.batch.append(seq)
 
-        est = prefill_s(self.model, self.chip, seq.context, 0, self.tp)
-        self.jobs.append(Job(seq.flight, seq.context, 0, est, rebuilt))
+        new = seq.context - seq.shared
+        est = prefill_s(self.model, self.chip, new, seq.shared, self.tp)
+        self.jobs.append(Job(seq.flight, new, seq.shared, est, rebuilt))
         self.backlog_s += est
 
     def _make_room(self) -> None:

@@ -11,7 +11,11 @@ dashboard's P99 means. Definitions, stated once:
   fixed-load figure; ``pdd_core.sim.capacity`` gives goodput as a capacity.
 - BCR is goodput over the hardware cost rate (DOMAIN.md section 5: requests/s per $/h);
   ``bcr_revenue`` the revenue variant (price book revenue per hour over cost per hour).
-- WAN Gbps: mean is all WAN bytes over the makespan, peak the largest ``wan_bin_s`` bin.
+- WAN Gbps: mean is all WAN bytes over the makespan, ``wan_gbps_busy_mean`` all WAN bytes
+  over the time some transfer was on the line, peak the largest ``wan_bin_s`` bin. Bytes of a
+  transfer cancelled because its request finished on RLD count as far as they were sent.
+- ``singular_share``: requests the singular filter sent to P-RLD, over all requests.
+- ``preemptions``: sequences preempted (KV pages freed, recomputed later) on any instance.
 - Utilisation per role: busy time over instances x makespan.
 """
 
@@ -40,6 +44,8 @@ COMPARE_KEYS: tuple[str, ...] = (
     "wan_gbps_peak",
     "rld_token_share",
     "rejected",
+    "singular_share",
+    "wan_gbps_busy_mean",
 )
 
 
@@ -83,6 +89,11 @@ class Summary:
     hit_bands: list[dict[str, Any]]
     sla_attainment: float = 0.0
     sla_violated: str = ""
+    singular_share: float = 0.0
+    wan_gbps_busy_mean: float = 0.0
+    wan_busy_s: float = 0.0
+    wan_cancelled: int = 0
+    preemptions: int = 0
 
     def compare_dict(self) -> dict[str, float]:
         """Exactly the keys of ``pdd compare --json`` (NaN becomes None in JSON)."""
@@ -102,6 +113,9 @@ def summarize(
     cost_per_hour: float,
     busy: dict[str, tuple[float, int]],
     wan_series: Sequence[tuple[float, float]],
+    wan_busy_s: float = 0.0,
+    wan_cancelled: int = 0,
+    preemptions: int = 0,
 ) -> Summary:
     """Fold the per-request records into a ``Summary``; ``busy`` maps role -> (s, instances)."""
     served = [r for r in records if not r.rejected]
@@ -164,6 +178,13 @@ def summarize(
         hit_bands=hit_band_table(records, sla),
         sla_attainment=window.attainment,
         sla_violated=window.violated,
+        singular_share=(
+            sum(1 for r in records if r.pipeline == "P-RLD") / len(records) if records else 0.0
+        ),
+        wan_gbps_busy_mean=wan_bytes * 8 / wan_busy_s / 1e9 if wan_busy_s > 0 else 0.0,
+        wan_busy_s=wan_busy_s,
+        wan_cancelled=wan_cancelled,
+        preemptions=preemptions,
     )
 
 
