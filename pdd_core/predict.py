@@ -35,6 +35,11 @@ Inputs (what each field means, so either side can fill it):
     - ``setup_ms``: fixed per-transfer setup (block lookup, registration, request message).
     - ``initial_window_bytes``: TCP congestion window a transfer starts with (0: no slow
       start, the connection's window is already open).
+    - ``utilisation``: the share of the line's time some transfer was on it over the recent
+      past (an exponential average, 0-1; 0 when unknown). Transfers that start later share
+      the line too, and under processor sharing a transfer's expected stretch is
+      ``1 / (1 - utilisation)`` (Kleinrock's M/G/1-PS result), so the prediction uses the
+      larger of that and the current ``flows + 1``.
 
 Outputs: ``Prediction`` holds every feature the router and an operator's record need: P wait,
 prefill, MD wait, WAN time, RDMA time, the relay's wait, the predicted TTFT (the first token
@@ -61,6 +66,9 @@ from pdd_core.routing import (
 )
 from pdd_core.specs import SLA, LinkSpec
 from pdd_core.transfer import ideal_transfer_s
+
+# Utilisation is capped here: a line busy all the time still finishes a transfer (20x stretch).
+MAX_UTILISATION = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +103,7 @@ class LinkState:
     flows: int = 0
     setup_ms: float = 0.0
     initial_window_bytes: float = 0.0
+    utilisation: float = 0.0
 
     @classmethod
     def of(
@@ -104,9 +113,12 @@ class LinkState:
         *,
         setup_ms: float = 0.0,
         initial_window_bytes: float = 0.0,
+        utilisation: float = 0.0,
     ) -> LinkState:
         """The state of ``link`` with ``flows`` transfers in transit."""
-        return cls(link.bandwidth_gbps, link.rtt_ms, flows, setup_ms, initial_window_bytes)
+        return cls(
+            link.bandwidth_gbps, link.rtt_ms, flows, setup_ms, initial_window_bytes, utilisation
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +155,14 @@ def link_s(link: LinkState, nbytes: float) -> float:
     is given) and one round trip: ``pdd_core.transfer.ideal_transfer_s``, the same formula the
     simulated and emulated lines follow.
     """
+    flows = float(link.flows + 1)
+    if link.utilisation > 0:
+        flows = max(flows, 1.0 / (1.0 - min(link.utilisation, MAX_UTILISATION)))
     return ideal_transfer_s(
         nbytes,
         link.bandwidth_gbps * 1.25e8,
         link.rtt_ms / 1000.0,
-        flows=link.flows + 1,
+        flows=flows,
         setup_s=link.setup_ms / 1000.0,
         initial_window_bytes=link.initial_window_bytes,
     )
@@ -208,6 +223,30 @@ def choose_prefill(prefills: Sequence[PrefillState]) -> int:
     return best
 
 
+RELAY_REASON = "P-MD would miss the TTFT target: relay"
+
+
+def relay_instead(
+    elapsed_s: float,
+    *,
+    wan_s: float,
+    md_wait_s: float,
+    rdma_s: float,
+    relay_wait_s: float,
+    ttft_target_s: float,
+) -> bool:
+    """Whether a request routed P-MD should go through the relay instead.
+
+    DOMAIN.md section 6 sends a request P-MD when prefill plus the transfer fits the TTFT
+    target. ``elapsed_s`` is the time from arrival to the end of prefill (predicted at
+    arrival, or measured when the KV is ready: the caller may check again then, with the line's
+    flows at that moment). True when the direct path misses ``ttft_target_s`` and the relay
+    path would emit the first token sooner.
+    """
+    direct = elapsed_s + wan_s + md_wait_s
+    return direct > ttft_target_s and elapsed_s + rdma_s + relay_wait_s < direct
+
+
 def predicted_ttft_s(p_wait_s: float, prefill_s: float, transfer_s: float, wait_s: float) -> float:
     """TTFT as the product defines it: P wait + prefill + transfer to the decoder + its
     admission wait (the first token is sampled at the end of prefill; no decode step)."""
@@ -231,9 +270,11 @@ def predict(
 
     P is the candidate that finishes its prefill soonest; MD the one whose admission wait plus
     WAN transfer of the KV it lacks is smallest (``routing.choose_instance``); the pipeline is
-    ``routing.choose_pipeline``'s; the relay the least loaded. Without MD (none reachable) the
-    pipeline is P-RLD. The request is rejected when its predicted TTFT breaks the SLA
-    (``routing.predict_rejection``).
+    ``routing.choose_pipeline``'s, fed the transfer plus MD's admission wait, except that a
+    P-MD whose predicted TTFT misses ``sla.ttft_p90_s`` while the relay path would be sooner
+    is relayed (DOMAIN.md section 6: P-MD when prefill plus transfer fits the TTFT target);
+    the relay is the least loaded. Without MD (none reachable) the pipeline is P-RLD. The
+    request is rejected when its predicted TTFT breaks the SLA (``routing.predict_rejection``).
     """
     p_index = choose_prefill(prefills)
     p = prefills[p_index]
@@ -249,22 +290,36 @@ def predict(
         chosen = choose_instance(views)
         md_index, md_hit = chosen.index, chosen.cached_tokens
         md_wait, wan_s = chosen.queue_s, chosen.service_s
-    features = RouteFeatures(input_tokens, p.hit_tokens, md_hit, output_tokens, wan_s)
+    # What P-MD adds to TTFT beyond prefill is the transfer plus MD's admission wait, so the
+    # router's budget is checked against both: a congested MD sends requests to the relay.
+    features = RouteFeatures(input_tokens, p.hit_tokens, md_hit, output_tokens, wan_s + md_wait)
     if md_index < 0:
         pipeline, reason = Pipeline.P_RLD, "no main decode reachable: relay finishes it"
     else:
         decision = choose_pipeline(features, table)
         pipeline, reason = decision.pipeline, decision.reason
     relay_index, relay_wait, rdma_s = -1, 0.0, 0.0
-    if pipeline is Pipeline.P_MD:
-        ttft = predicted_ttft_s(p.queued_s, p.prefill_s, wan_s, md_wait)
-    else:
+    if pipeline is not Pipeline.P_MD or relays:
         relay_index = choose_relay(relays)
         if relay_index >= 0:
             relay_wait = decode_wait_s(relays[relay_index], input_tokens + 1)
         if rdma is not None:
             rdma_s = link_s(rdma, input_tokens * kv_bytes_per_token)
-        ttft = predicted_ttft_s(p.queued_s, p.prefill_s, rdma_s, relay_wait)
+    ttft = predicted_ttft_s(p.queued_s, p.prefill_s, rdma_s, relay_wait)
+    if pipeline is Pipeline.P_MD:
+        direct = predicted_ttft_s(p.queued_s, p.prefill_s, wan_s, md_wait)
+        before = p.queued_s + p.prefill_s
+        if relay_index >= 0 and relay_instead(
+            before,
+            wan_s=wan_s,
+            md_wait_s=md_wait,
+            rdma_s=rdma_s,
+            relay_wait_s=relay_wait,
+            ttft_target_s=sla.ttft_p90_s,
+        ):
+            pipeline, reason = Pipeline.P_RLD_MD, RELAY_REASON
+        else:
+            ttft, relay_index, relay_wait, rdma_s = direct, -1, 0.0, 0.0
     return Prediction(
         pipeline=pipeline,
         reason=reason,

@@ -102,7 +102,7 @@ def ideal_transfer_s(
     bytes_per_s: float,
     rtt_s: float,
     *,
-    flows: int = 1,
+    flows: float = 1,
     setup_s: float = 0.0,
     initial_window_bytes: float = 0.0,
 ) -> float:

@@ -41,6 +41,7 @@ from pdd_core.predict import (
     link_s,
     predict,
     predicted_ttft_s,
+    relay_instead,
 )
 from pdd_core.routing import (
     HandoffMode,
@@ -231,6 +232,7 @@ class Simulator:
             self.wan.link.active_flows,
             setup_ms=config.wan_setup_ms,
             initial_window_bytes=config.wan_initial_window_bytes,
+            utilisation=self.wan.utilisation(self.now),
         )
 
     def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
@@ -304,10 +306,38 @@ class Simulator:
             self.schedule(now + delay, lambda: target.add_seq(seq, self.now))
         elif self.policy is Policy.NAIVE_CROSS_DC:
             self._to_md(flight, self._least_loaded(self.decode), now)
-        elif pipeline is Pipeline.P_MD:
+        elif pipeline is Pipeline.P_MD and not self._relay_now(flight, now):
             self._to_md(flight, flight.md_index, now)
         else:
             self._to_relay(flight, now)
+
+    def _relay_now(self, flight: Flight, now: float) -> bool:
+        """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
+        flows and the decoders' queues of now); switch to the relay if it is sooner."""
+        request = flight.request
+        md = self.decode[flight.md_index]
+        hit = self._hit(md, request) if self.config.drc else 0
+        size = request.input_tokens
+        kv = self.model.kv_bytes_per_token
+        wan_s = link_s(self._wan_state(), (size - hit) * kv)
+        md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
+        states = [r.decode_state() for r in self.relay]
+        relay_index = choose_relay(states)
+        relay_wait = decode_wait_s(states[relay_index], size + 1)
+        rdma_s = link_s(self._rdma_state(), size * kv)
+        elapsed = now - flight.arrival_s
+        if not relay_instead(
+            elapsed,
+            wan_s=wan_s,
+            md_wait_s=md_wait,
+            rdma_s=rdma_s,
+            relay_wait_s=relay_wait,
+            ttft_target_s=self.sla.ttft_p90_s,
+        ):
+            return False
+        flight.pipeline = Pipeline.P_RLD_MD
+        flight.relay_index = relay_index
+        return True
 
     def _wan_bytes(self, flight: Flight, md: Instance) -> float:
         request = flight.request

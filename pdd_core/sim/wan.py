@@ -12,6 +12,7 @@ and cancels the flows of requests that no longer need them.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 from pdd_core.sim.instance import Host
@@ -31,6 +32,7 @@ class WanLine:
         *,
         setup_s: float = 0.0,
         initial_window_bytes: float = 0.0,
+        load_window_s: float = 10.0,
     ) -> None:
         self.host = host
         self.spec = spec
@@ -43,13 +45,30 @@ class WanLine:
         self.busy_s = 0.0
         self.cancelled = 0
         self._busy_since = 0.0
+        self._ewma = 0.0
+        self._ewma_at = 0.0
+        self._busy = False
+        self.load_window_s = load_window_s
         self._callbacks: dict[int, Callable[[float], None]] = {}
         self._ids = itertools.count()
         self._version = 0
 
+    def utilisation(self, now: float) -> float:
+        """Share of the recent past (an exponential average over ``load_window_s``) during
+        which some transfer was on the line: ``predict.LinkState.utilisation``."""
+        busy = 1.0 if self._busy else 0.0
+        decay = math.exp(-(now - self._ewma_at) / self.load_window_s)
+        return self._ewma * decay + busy * (1.0 - decay)
+
+    def _mark(self, now: float) -> None:
+        self._ewma = self.utilisation(now)
+        self._ewma_at = now
+
     def start(self, nbytes: float, now: float, on_done: Callable[[float], None]) -> int:
         """Start a transfer; returns its flow id (for ``cancel``)."""
         flow = next(self._ids)
+        self._mark(now)
+        self._busy = True
         if not self._callbacks:
             self._busy_since = now
         self.link.start(flow, nbytes, now)
@@ -76,6 +95,8 @@ class WanLine:
     def _idle_check(self, now: float) -> None:
         if not self._callbacks:
             self.busy_s += now - self._busy_since
+            self._mark(now)
+            self._busy = False
 
     def _reschedule(self, now: float) -> None:
         self._version += 1
