@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -225,3 +226,38 @@ def test_a_rejection_names_its_journal_record_in_x_pdd_request_id(refusing: Data
     assert [r["request_id"] for r in records] == ids
     assert [r["rejected"] for r in records] == [True, True, True]
     assert [int(headers["retry-after"]) >= 1 for _, headers, _ in results] == [True] * 3
+
+
+def test_a_client_leaving_mid_stream_is_journaled_and_the_gateway_serves_on(
+    tiny_plane: DataPlane,
+) -> None:
+    body = {"prompt": "leave early", "max_tokens": 400, "stream": True, "pdd": {"pipeline": "P-MD"}}
+    conn = connect(tiny_plane)
+    try:
+        conn.request(
+            "POST",
+            "/v1/completions",
+            body=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {tiny_plane.api_key}"},
+        )
+        response = conn.getresponse()
+        request_id = response.headers["x-pdd-request-id"]
+        first = response.read(6)  # the first event has begun
+    finally:
+        conn.close()
+    journal = tiny_plane.run_dir / "journal" / "gateway.jsonl"
+    deadline = time.monotonic() + 30
+    mine: list[dict[str, Any]] = []
+    while not mine and time.monotonic() < deadline:
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        records = [json.loads(line) for line in lines]
+        mine = [r for r in records if r["request_id"] == request_id]
+        time.sleep(0.05)
+    still = {"prompt": "still here", "max_tokens": 2}
+    status, _, after = post(tiny_plane, "/v1/completions", still)
+
+    assert first == b"data: "
+    assert len(mine) == 1
+    assert mine[0]["sla_met"] is False
+    assert mine[0]["output_tokens"] < 400
+    assert (status, after["usage"]["completion_tokens"]) == (200, 2)
