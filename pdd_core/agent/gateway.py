@@ -358,12 +358,19 @@ class Gateway:
         }
 
     def journal_outcome(
-        self, outcome: Outcome | None, route: Route, tenant: str, key_prefix: str, *, failed: bool
+        self,
+        outcome: Outcome | None,
+        route: Route,
+        tenant: str,
+        key_prefix: str,
+        *,
+        failed: bool,
+        request_id: str = "",
     ) -> None:
-        """Write the gateway's complete record of a request (or a rejection)."""
+        """Write the gateway's complete record of a request (or a rejection, by request_id)."""
         now = time.time()
         record = RequestRecord(
-            request_id=outcome.request_id if outcome else f"rej-{uuid.uuid4().hex}",
+            request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
             tenant=tenant,
             model=self.config.model,
             site=self.spec.site,
