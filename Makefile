@@ -11,6 +11,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+GATEWAY_PORT ?= 8001
 DEMO_USER ?= admin
 DEMO_PASSWORD ?= pdd-demo-admin
 UV_VERSION ?= 0.13.8
@@ -50,11 +51,11 @@ install-dev: $(VENV)/.dev
 # The control plane (SQLite, in-memory channels, in-process tasks), the demo data plane registered
 # with it and replayed load, all on this machine; Ctrl-C stops everything.
 demo: install
-	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
+	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
 
 # Start the demo over: a fresh database, key, tokens and gateway port (var/ is the demo's state).
 demo-reset: install
-	$(BIN)/python manage.py run_demo --reset --host $(HOST) --port $(PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
+	$(BIN)/python manage.py run_demo --reset --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
 
 # The control plane alone (no data plane, no load).
 serve: install

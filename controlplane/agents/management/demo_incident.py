@@ -3,37 +3,30 @@
 A while after start, the emulated WAN line's round trip is raised (``POST /degrade`` on the
 emulator's control port, as an on-call drill would) for ``INCIDENT_S`` seconds, then set back to
 the topology's own value. Requests whose KV cache crosses the line wait those extra round trips
-before their first token, so the TTFT of the 5 s windows rises above the demo rule's threshold
-(``seed_demo``: TTFT P90 above 0.5 s) and falls back after. Nothing is faked: the records the
-alert is evaluated on are the gateway's own.
+before their first token, so the TTFT of that minute rises above the demo rule's threshold
+(``seed_demo``: TTFT P90 of a minute above 0.5 s) and falls back after. Nothing is faked: the
+alert is evaluated on the gateway's own records.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from pdd_core.agent.config import WanSpec, load_config
 from pdd_core.agent.wan_control import control_request
 
 INCIDENT_RTT_MS = 1500.0
 INCIDENT_S = 45.0
 
 
-def _wan(config_path: Path) -> dict[str, Any]:
-    wan: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))["wan"]
-    return wan
-
-
-def _degrade(wan: dict[str, Any], rtt_ms: float) -> tuple[int, dict[str, Any]]:
-    address = (str(wan["host"]), int(wan["control_port"]))
+def _degrade(wan: WanSpec, rtt_ms: float) -> tuple[int, dict[str, Any]]:
+    address = (wan.host, wan.control_port)
     body = {"rtt_ms": rtt_ms}
-    return asyncio.run(
-        control_request(address, str(wan["control_token"]), "POST", "/degrade", body)
-    )
+    return asyncio.run(control_request(address, wan.control_token, "POST", "/degrade", body))
 
 
 def _note(out: Any, text: str) -> None:
@@ -47,14 +40,12 @@ def wan_incident(config_path: Path, after_s: float, stop: threading.Event, log: 
         if stop.wait(after_s):
             return
         try:
-            wan = _wan(config_path)
-            normal = float(wan["rtt_ms"])
+            wan = load_config(config_path).wan
+            normal = wan.rtt_ms
             status, body = _degrade(wan, INCIDENT_RTT_MS)
-            out.write(
-                f"{time.strftime('%H:%M:%S')} WAN rtt {INCIDENT_RTT_MS} ms: {status} {body}\n"
-            )
-            out.flush()
-            stop.wait(INCIDENT_S)
+            _note(out, f"WAN rtt {INCIDENT_RTT_MS} ms: {status} {body}")
+            if stop.wait(INCIDENT_S):
+                return  # the demo is stopping: the emulator goes with it
             status, body = _degrade(wan, normal)
             _note(out, f"WAN rtt back to {normal} ms: {status} {body}")
         except (OSError, ValueError, KeyError, TimeoutError) as exc:

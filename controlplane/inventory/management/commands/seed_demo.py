@@ -36,7 +36,7 @@ PRICES_FROM = datetime(2025, 1, 1, tzinfo=UTC)
 # TTFT is about 0.1 s, and run_demo's scripted WAN incident pushes it past 0.5 s for a while.
 # The others are the demo data plane's own SLA (fixtures/dataplane/timed.json "sla").
 DEMO_RULES = (
-    ("demo-drill-ttft-p90", "Drill: TTFT P90 per 5 s window", AlertMetric.TTFT_P90, 0.5, 5),
+    ("demo-drill-ttft-p90", "Drill: TTFT P90 per minute", AlertMetric.TTFT_P90, 0.5, 60),
     ("demo-ttft-p99", "TTFT P99 per minute", AlertMetric.TTFT_P99, 10.0, 60),
     ("demo-tpot-p90", "TPOT P90 per minute", AlertMetric.TPOT_P90, 0.5, 60),
 )
