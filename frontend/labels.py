@@ -35,7 +35,8 @@ def header(model: type[models.Model], field: str) -> tuple[str, str]:
     if field in HEADERS:
         return HEADERS[field]
     try:
-        name = str(model._meta.get_field(field).verbose_name)
+        found = model._meta.get_field(field)
     except FieldDoesNotExist:
-        name = field.replace("_", " ")
+        found = None
+    name = str(getattr(found, "verbose_name", "") or field.replace("_", " "))
     return name[:1].upper() + name[1:], ""
