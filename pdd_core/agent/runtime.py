@@ -233,6 +233,11 @@ async def serve_frames(
             log.warning("closing connection: %s", exc)
         except (ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            # Shutdown cancels open connections. This task is the connection's top level (nothing
+            # awaits it), so it ends quietly: Python 3.11's StreamReaderProtocol logs a cancelled
+            # handler as an error with a traceback (3.12 no longer does).
+            pass
         finally:
             if conn is not None:
                 conn.close()
