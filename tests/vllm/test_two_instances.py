@@ -26,7 +26,7 @@ from pdd_core.engine.protocol import DecodeState, KVBlock
 from pdd_core.engine.tokenizer import ByteTokenizer
 from pdd_core.engine.vllm.engine import VLLMEngine
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
 TOKENS = 24
 

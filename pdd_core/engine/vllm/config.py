@@ -3,7 +3,7 @@
 ``engine.kind = "vllm"`` puts every P, RLD and MD agent in front of its own vLLM instance. The
 ``engine.vllm`` section says how each one runs; ``roles`` sets defaults per role (P prefills
 long prompts and wants memory for them; RLD and MD hold decode batches) and ``agents``
-overrides one agent (its URL, its store directory)::
+overrides one agent (its URL). Each agent's block store is ``store_dir/<agent id>``::
 
     "engine": {"kind": "vllm", "block_size": 32, "vllm": {
         "model": "/models/Llama-3.1-8B-Instruct", "served_model_name": "llama",
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,9 @@ def instance_for(
             if key not in known:
                 raise VLLMConfigError(f"{where}.{key}: unknown setting")
             merged[key] = value
+    # One store per agent, so two agents on one host never read each other's blocks: the KV
+    # must cross the PDD transport.
+    merged["store_dir"] = str(Path(merged.get("store_dir", "/dev/shm/pdd-kv")) / agent_id)
     if merged["block_size"] != block_size:
         raise VLLMConfigError("engine.vllm.block_size: must equal engine.block_size")
     try:
@@ -156,12 +159,3 @@ def server_command(spec: VLLMInstance, python: str = "python") -> tuple[list[str
     if spec.cpu_threads_bind is not None:
         env["VLLM_CPU_OMP_THREADS_BIND"] = spec.cpu_threads_bind
     return argv, env
-
-
-def with_url(spec: VLLMInstance, url: str) -> VLLMInstance:
-    """``spec`` served at another address (tests pick free ports)."""
-    return replace(spec, url=url)
-
-
-def store_path(spec: VLLMInstance) -> Path:
-    return Path(spec.store_dir)

@@ -69,7 +69,7 @@ def test_server_command_starts_vllm_with_the_pdd_connector() -> None:
         "kv_connector": "PddBlockConnector",
         "kv_connector_module_path": "pdd_core.engine.vllm.connector",
         "kv_role": "kv_both",
-        "kv_connector_extra_config": {"store_dir": "/dev/shm/pdd-kv"},
+        "kv_connector_extra_config": {"store_dir": "/dev/shm/pdd-kv/p1"},
         "kv_load_failure_policy": "recompute",
     }
     assert env == {}
@@ -143,3 +143,18 @@ def test_store_trims_the_oldest_blocks_past_its_capacity(tmp_path: Path) -> None
     assert [store.has(h) for h in (1, 2, 3)] == [False, True, True]
     assert store.leading([2, 3, 1]) == 2
     assert store.read(1) is None
+
+
+def test_pdd_vllm_prints_one_agents_server_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pdd_core.cli import main
+
+    path = tmp_path / "plane.json"
+    path.write_text(json.dumps(plane(SECTION)))
+    assert main(["vllm", "--config", str(path), "--id", "md1", "--print", "--python", "py"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("py -m vllm.entrypoints.openai.api_server --model /models/llama-3.1-8b")
+    assert "--port 8200 --tensor-parallel-size 2 --block-size 32" in line
+    assert '"store_dir":"/dev/shm/pdd-kv/md1"' in line
+    assert main(["vllm", "--config", str(path), "--id", "gw", "--print"]) == 2
