@@ -3,7 +3,8 @@
 ``engine.kind = "vllm"`` puts every P, RLD and MD agent in front of its own vLLM instance. The
 ``engine.vllm`` section says how each one runs; ``roles`` sets defaults per role (P prefills
 long prompts and wants memory for them; RLD and MD hold decode batches) and ``agents``
-overrides one agent (its URL). Each agent's block store is ``store_dir/<agent id>``::
+overrides one agent (its URL). Each agent's block store is ``store_dir/<agent id>`` unless
+the agent sets its own ``store_dir``::
 
     "engine": {"kind": "vllm", "block_size": 32, "vllm": {
         "model": "/models/Llama-3.1-8B-Instruct", "served_model_name": "llama",
@@ -104,8 +105,11 @@ def instance_for(
                 raise VLLMConfigError(f"{where}.{key}: unknown setting")
             merged[key] = value
     # One store per agent, so two agents on one host never read each other's blocks: the KV
-    # must cross the PDD transport.
-    merged["store_dir"] = str(Path(merged.get("store_dir", "/dev/shm/pdd-kv")) / agent_id)
+    # must cross the PDD transport. An agent's own store_dir is taken as it is (agents that
+    # share one instance must share its store).
+    own = section.get("agents", {}).get(agent_id, {})
+    if "store_dir" not in own:
+        merged["store_dir"] = str(Path(merged.get("store_dir", "/dev/shm/pdd-kv")) / agent_id)
     if merged["block_size"] != block_size:
         raise VLLMConfigError("engine.vllm.block_size: must equal engine.block_size")
     try:
