@@ -43,9 +43,16 @@ FrameHandler = Callable[["Conn", Frame], Awaitable[None]]
 HELLO_TIMEOUT_S = 5.0
 
 
-def make_engine(config: DataPlaneConfig, role: str) -> Engine:
-    """The engine of ``role`` as the configuration says (same weights/seed in every process)."""
+def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engine:
+    """The engine of ``role`` as the configuration says (same weights/seed in every process).
+
+    For ``vllm`` it is the adapter to ``agent_id``'s own vLLM instance.
+    """
     spec = config.engine
+    if spec.kind == "vllm":
+        from pdd_core.engine.vllm.engine import engine_for
+
+        return engine_for(spec.vllm, role, agent_id, spec.block_size)
     if spec.kind == "tiny":
         from pdd_core.engine.tiny import TinyConfig, TinyTransformer
 
