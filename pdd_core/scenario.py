@@ -223,7 +223,7 @@ def _topology(
         _no_unknown(
             f"{key} #{index + 1}",
             pool,
-            frozenset({"name", "site", "chip", "role", "instances", "tp", "model"}),
+            frozenset({"name", "site", "chip", "role", "instances", "tp", "pp", "dp", "ep", "model"}),
         )
         if pool.get("chip") not in chips:
             raise ValueError(

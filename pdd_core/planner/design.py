@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pdd_core.routing import RoutingTable
-from pdd_core.specs import ChipSpec, PoolSpec, Role
+from pdd_core.specs import ChipSpec, InstanceShape, PoolSpec, Role, pool_cost_per_hour
 
 PDD = "pdd"
 SAME_DC = "same-dc"
@@ -20,23 +20,44 @@ SAME_DC = "same-dc"
 
 @dataclass(frozen=True, slots=True)
 class PoolChoice:
-    """``instances`` instances of ``tp`` chips of ``chip`` in ``site`` playing ``role``."""
+    """``instances`` instances of ``shape`` (``tp x pp x dp`` chips) of ``chip`` in ``site``.
+
+    Cost counts whole nodes (``specs.pool_cost_per_hour``), so a plan is something an operator
+    can rack.
+    """
 
     site: str
     chip: str
     role: Role
     instances: int
     tp: int
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def shape(self) -> InstanceShape:
+        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
 
     @property
     def chips(self) -> int:
-        return self.instances * self.tp
+        return self.instances * self.shape.chips
 
     def cost(self, chips: Mapping[str, ChipSpec]) -> float:
-        return self.chips * chips[self.chip].price_per_hour
+        return pool_cost_per_hour(chips[self.chip], self.shape, self.instances)
 
     def spec(self, model: str) -> PoolSpec:
-        return PoolSpec(self.site, self.chip, model, self.role, self.instances, self.tp)
+        return PoolSpec(
+            self.site,
+            self.chip,
+            model,
+            self.role,
+            self.instances,
+            self.tp,
+            self.pp,
+            self.dp,
+            self.ep,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +66,9 @@ class PoolChoice:
             "role": str(self.role),
             "instances": self.instances,
             "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "ep": self.ep,
         }
 
 
@@ -87,7 +111,9 @@ class Design:
         return self.decode
 
     def label(self) -> str:
-        return " + ".join(f"{p.role} {p.instances}x{p.chip}@tp{p.tp}/{p.site}" for p in self.pools)
+        return " + ".join(
+            f"{p.role} {p.instances}x{p.chip}@{p.shape.label()}/{p.site}" for p in self.pools
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +132,9 @@ def _pool(raw: Mapping[str, Any]) -> PoolChoice:
         role=Role(raw["role"]),
         instances=int(raw["instances"]),
         tp=int(raw["tp"]),
+        pp=int(raw.get("pp", 1)),
+        dp=int(raw.get("dp", 1)),
+        ep=int(raw.get("ep", 1)),
     )
 
 

@@ -43,16 +43,16 @@ def pool_reason(
     """One sentence per pool: its load, what bounds it, and what one fewer would do."""
     busy = simulated.summary.utilisation.get(str(pool.role), float("nan"))
     head = (
-        f"{pool.role} {pool.instances} x {pool.chip} tp {pool.tp} in {pool.site}: "
+        f"{pool.role} {pool.instances} x {pool.chip} {pool.shape.label()} in {pool.site}: "
         f"{busy:.0%} busy in the simulator"
     )
     if pool.role is Role.PREFILL:
         miss = np.percentile(ev.profile.miss_tokens, 99)
         hit = np.percentile(ev.profile.hit_tokens, 50)
-        alone = perf.prefill_time(ev.model, ev.chips[pool.chip], int(miss), int(hit), pool.tp)
+        alone = perf.prefill_time(ev.model, ev.chips[pool.chip], int(miss), int(hit), pool.shape)
         return (
             f"{head}; sized by the TTFT tail and prefill compute: the P99 miss "
-            f"({int(miss):,} tokens) alone takes {alone.seconds:.2f} s at tp {pool.tp}; "
+            f"({int(miss):,} tokens) alone takes {alone.seconds:.2f} s at {pool.shape.label()}; "
             f"{_fewer(ev, design, pool)}."
         )
     if pool.role is Role.RELAY_DECODE:
@@ -63,7 +63,7 @@ def pool_reason(
             f"finished on RLD) at the smallest tp that holds the model and a request; "
             f"{_fewer(ev, design, pool)}."
         )
-    b, step, limit = ev.decode_batch(pool.chip, pool.tp, drc=design.policy == "pdd")
+    b, step, limit = ev.decode_batch(pool.chip, pool.shape, drc=design.policy == "pdd")
     bound = {DECODE_KV: "its KV capacity", DECODE_TPOT: "the TPOT target"}.get(
         limit, "the engine's max batch"
     )
@@ -100,10 +100,12 @@ def infeasible_problems(
             ],
             ["add a [[planner.candidates]] entry per role and the links between the sites"],
         )
-    fastest = min(pdd, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.tp).mean()))
+    fastest = min(
+        pdd, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.shape).mean())
+    )
     ev_fast = ev.evaluate(fastest)
     service = ev_fast.ttft_service
-    chip, tp = fastest.prefill.chip, fastest.prefill.tp
+    chip, tp = fastest.prefill.chip, fastest.prefill.shape
     if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
         which, target, got = (
             ("P99", sla.ttft_p99_s, service["p99"])

@@ -70,10 +70,13 @@ class PoolPlan:
     tp: int
     cost_per_hour: float
     reason: str
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
 
     @property
     def chips(self) -> int:
-        return self.instances * self.tp
+        return self.instances * self.tp * self.pp * self.dp
 
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)

@@ -156,7 +156,7 @@ def finish(
         },
     }
     if not found.pdd:
-        skeletons = _pdd_skeletons(inputs) + _baseline_skeletons(inputs)
+        skeletons = _pdd_skeletons(ev, inputs) + _baseline_skeletons(ev, inputs)
         problems, fixes = infeasible_problems(ev, found, skeletons)
         return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
     checked = list(verifications)
@@ -216,6 +216,9 @@ def finish(
             role=str(p.role),
             instances=p.instances,
             tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            ep=p.ep,
             cost_per_hour=p.cost(ev.chips),
             reason=pool_reason(ev, design, p, analytic, chosen),
         )
@@ -296,7 +299,7 @@ def _cost_table(
 def _pool_text(pool: PoolChoice | None) -> str:
     if pool is None:
         return "-"
-    return f"{pool.instances} x {pool.chip} tp {pool.tp} ({pool.chips} chips, {pool.site})"
+    return f"{pool.instances} x {pool.chip} {pool.shape.label()} ({pool.chips} chips, {pool.site})"
 
 
 def _reasons(

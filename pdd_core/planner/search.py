@@ -14,11 +14,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pdd_core import perf
 from pdd_core.planner.capacity import Evaluation, Evaluator
 from pdd_core.planner.design import PDD, SAME_DC, Design, PoolChoice
 from pdd_core.planner.inputs import PlannerInputs
-from pdd_core.specs import SLA, LinkKind, Role
+from pdd_core.specs import SLA, InstanceShape, LinkKind, Role, kv_tokens_per_rank, valid_shapes
 
 # Sizing targets: a decode pool is started at 85% of its slots, RLD at 80% (it must absorb
 # bursts of relays to stay below the one-shot threshold), P at 85% before the TTFT check.
@@ -45,26 +44,55 @@ class SearchResult:
     evaluated: int
 
 
-def tp_options(inputs: PlannerInputs, chip: str, role: Role) -> list[int]:
-    """The smallest tp that holds the model and one mean request's KV, the next
-    power of two, and twice that: small enough a set to search, wide enough to trade prefill
-    speed and KV room against chips."""
+def shape_options(
+    ev: Evaluator, inputs: PlannerInputs, chip: str, role: Role, keep: int = 2
+) -> list[InstanceShape]:
+    """The instance shapes worth sizing for ``role`` on ``chip``, screened from every valid one.
+
+    Every valid shape (``specs.valid_shapes``: TP over the divisors of the scale-up domain, so
+    TP 1..domain, times the pipeline depths that hold the weights) whose one rank holds a mean
+    request and whose chips pack whole nodes is scored by the analytic model, and the ``keep``
+    best per role survive: P by chip-seconds per prefilled request (plus the fastest single
+    prefill, which the TTFT tail may need), MD and RLD by chip-seconds per decoded token at the
+    batch they can run. Data-parallel attention shapes are valid (``specs.shape``) but not
+    proposed: the simulator does not model per-rank schedulers yet, and a plan must verify.
+    """
     spec = inputs.chips[chip]
     need = 1
     if inputs.requests:
-        need = int(sum(r.input_tokens + r.output_tokens for r in inputs.requests)) // len(
-            inputs.requests
-        )
-    smallest = 0
-    for tp in range(1, perf.MAX_TP + 1):
-        if perf.kv_capacity_tokens(inputs.model, spec, tp) >= need:
-            smallest = tp
-            break
-    if not smallest:
+        total = sum(r.input_tokens + r.output_tokens for r in inputs.requests)
+        need = int(total) // len(inputs.requests)
+    node = spec.chips_per_node
+    limit = inputs.limit_for(chip)
+    shapes = [
+        s
+        for s in valid_shapes(inputs.model, spec, max_chips=limit)
+        if s.dp == 1
+        and (s.chips % node == 0 or node % s.chips == 0)
+        and kv_tokens_per_rank(inputs.model, spec, s) >= need
+    ]
+    if not shapes:
         return []
-    power = 1 << (smallest - 1).bit_length()
-    options = sorted({smallest, power, min(2 * power, perf.MAX_TP)})
-    return [t for t in options if t <= inputs.limit_for(chip)]
+    if role is Role.PREFILL:
+        speed = {s: float(ev.prefill_service(chip, s).mean()) for s in shapes}
+        ranked = sorted(shapes, key=lambda s: (speed[s] * s.chips, s.chips, s.label()))
+        chosen = ranked[:keep]
+        fastest = min(shapes, key=lambda s: (speed[s], s.chips, s.label()))
+        if fastest not in chosen:
+            chosen.append(fastest)
+        return chosen
+    drc = role is Role.MAIN_DECODE and ev.config.drc
+
+    def per_token(s: InstanceShape) -> float:
+        batch, step, _ = ev.decode_batch(chip, s, drc=drc)
+        return step * s.chips / batch if batch else math.inf
+
+    ranked = sorted(shapes, key=lambda s: (per_token(s), s.chips, s.label()))
+    usable = [s for s in ranked if math.isfinite(per_token(s))]
+    if role is Role.RELAY_DECODE:
+        # RLD only masks latency: the smallest instance that serves one sequence is the slice.
+        return sorted(usable, key=lambda s: (s.chips, per_token(s), s.label()))[:1]
+    return usable[:keep]
 
 
 def _fits(inputs: PlannerInputs, design: Design) -> str | None:
@@ -164,7 +192,7 @@ def search(
     ev: Evaluator, inputs: PlannerInputs, progress: Callable[[float], None] | None = None
 ) -> SearchResult:
     """Size every skeleton, keep the feasible ones ranked, and say why the rest failed."""
-    skeletons = list(_pdd_skeletons(inputs)) + list(_baseline_skeletons(inputs))
+    skeletons = list(_pdd_skeletons(ev, inputs)) + list(_baseline_skeletons(ev, inputs))
     pdd: list[Scored] = []
     baseline: list[Scored] = []
     rejected: list[str] = []
@@ -201,18 +229,28 @@ def _distinct(scored: list[Scored]) -> list[Scored]:
     return kept
 
 
-def _pdd_skeletons(inputs: PlannerInputs) -> list[Design]:
+def choice(
+    site: str, chip: str, role: Role, shape: InstanceShape, instances: int = 1
+) -> PoolChoice:
+    """A pool of ``instances`` instances of ``shape``."""
+    return PoolChoice(site, chip, role, instances, shape.tp, shape.pp, shape.dp, shape.ep)
+
+
+def _pdd_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
     settings = inputs.settings
     skeletons = []
     for p_site, md_site in _placements(inputs):
         for p_cand in inputs.candidates_for(Role.PREFILL, p_site):
-            for p_tp in tp_options(inputs, p_cand.chip, Role.PREFILL):
-                for md_cand in inputs.candidates_for(Role.MAIN_DECODE, md_site):
-                    for md_tp in tp_options(inputs, md_cand.chip, Role.MAIN_DECODE):
-                        for rld_cand in inputs.candidates_for(Role.RELAY_DECODE, p_site):
-                            rld_tps = tp_options(inputs, rld_cand.chip, Role.RELAY_DECODE)
-                            if not rld_tps:
-                                continue
+            p_shapes = shape_options(ev, inputs, p_cand.chip, Role.PREFILL)
+            for md_cand in inputs.candidates_for(Role.MAIN_DECODE, md_site):
+                md_shapes = shape_options(ev, inputs, md_cand.chip, Role.MAIN_DECODE)
+                for rld_cand in inputs.candidates_for(Role.RELAY_DECODE, p_site):
+                    rld_shapes = shape_options(ev, inputs, rld_cand.chip, Role.RELAY_DECODE)
+                    if not rld_shapes:
+                        continue
+                    relay = choice(p_site, rld_cand.chip, Role.RELAY_DECODE, rld_shapes[0])
+                    for p_shape in p_shapes:
+                        for md_shape in md_shapes:
                             for budget in settings.transfer_budgets_s:
                                 for smin in settings.singular_min_inputs:
                                     table = replace(
@@ -223,24 +261,18 @@ def _pdd_skeletons(inputs: PlannerInputs) -> list[Design]:
                                     skeletons.append(
                                         Design(
                                             PDD,
-                                            PoolChoice(p_site, p_cand.chip, Role.PREFILL, 1, p_tp),
-                                            PoolChoice(
-                                                md_site, md_cand.chip, Role.MAIN_DECODE, 1, md_tp
+                                            choice(p_site, p_cand.chip, Role.PREFILL, p_shape),
+                                            choice(
+                                                md_site, md_cand.chip, Role.MAIN_DECODE, md_shape
                                             ),
-                                            PoolChoice(
-                                                p_site,
-                                                rld_cand.chip,
-                                                Role.RELAY_DECODE,
-                                                1,
-                                                rld_tps[0],
-                                            ),
+                                            relay,
                                             table,
                                         )
                                     )
     return skeletons
 
 
-def _baseline_skeletons(inputs: PlannerInputs) -> list[Design]:
+def _baseline_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
     """Homogeneous same-dc designs: one chip type for P and D, in one site with RDMA."""
     skeletons = []
     rdma_sites = {lk.source_site for lk in inputs.links if lk.kind is LinkKind.RDMA}
@@ -250,13 +282,13 @@ def _baseline_skeletons(inputs: PlannerInputs) -> list[Design]:
         if key in seen or cand.site not in rdma_sites or cand.chip not in inputs.chips:
             continue
         seen.add(key)
-        for p_tp in tp_options(inputs, cand.chip, Role.PREFILL):
-            for d_tp in tp_options(inputs, cand.chip, Role.MAIN_DECODE):
+        for p_shape in shape_options(ev, inputs, cand.chip, Role.PREFILL):
+            for d_shape in shape_options(ev, inputs, cand.chip, Role.MAIN_DECODE):
                 skeletons.append(
                     Design(
                         SAME_DC,
-                        PoolChoice(cand.site, cand.chip, Role.PREFILL, 1, p_tp),
-                        PoolChoice(cand.site, cand.chip, Role.MAIN_DECODE, 1, d_tp),
+                        choice(cand.site, cand.chip, Role.PREFILL, p_shape),
+                        choice(cand.site, cand.chip, Role.MAIN_DECODE, d_shape),
                         None,
                         inputs.table,
                     )

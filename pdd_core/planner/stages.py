@@ -87,7 +87,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     relayed = ~singular & ~direct
 
     # P: prefill compute.
-    service = ev.prefill_service(design.prefill.chip, design.prefill.tp)
+    service = ev.prefill_service(design.prefill.chip, design.prefill.shape)
     p_servers = design.prefill.instances
     p_rho = rate * float(service.mean()) / max(p_servers, 1)
     stages.append(
@@ -105,7 +105,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
 
     # MD (or same-dc D): decode slots.
     dec = design.decode
-    b_md, step_md, md_limit = ev.decode_batch(dec.chip, dec.tp, drc=pdd and ev.config.drc)
+    b_md, step_md, md_limit = ev.decode_batch(dec.chip, dec.shape, drc=pdd and ev.config.drc)
     to_md = direct | relayed
     md_rate = rate * float(to_md.mean())
     md_service = p.output_tokens[to_md] * step_md if b_md else np.array([math.inf])
@@ -128,7 +128,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     rld_step, rld_wait = 0.0, Wait(0.0, 0.0)
     if pdd and design.relay is not None:
         rl = design.relay
-        b_rld, rld_step, _ = ev.decode_batch(rl.chip, rl.tp, drc=False)
+        b_rld, rld_step, _ = ev.decode_batch(rl.chip, rl.shape, drc=False)
         occupancy = np.where(relayed, wan_s, 0.0) + np.where(
             singular, p.output_tokens * rld_step, 0.0
         )
@@ -140,7 +140,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
         cap = slots / float(busy.mean()) / share if busy.size and share > 0 else math.inf
         stages.append(StageView(RELAY, rld_rho, cap, f"batch {b_rld}, {share:.1%} of requests"))
         if b_rld == 0:
-            violations.append(f"{RELAY}: not one sequence fits on {rl.chip} at tp {rl.tp}")
+            violations.append(f"{RELAY}: not one sequence fits on {rl.chip} at {rl.shape.label()}")
             saturated = True
         elif rld_rho >= MAX_UTILISATION:
             violations.append(f"{RELAY}: RLD would be {rld_rho:.0%} busy")
@@ -220,5 +220,5 @@ def _tpot(ev: Evaluator, design: Design, rho: float, batch: int) -> dict[str, fl
     result = {}
     for key, z in (("p50", 0.0), ("p90", 1.28), ("p99", 2.33)):
         b = min(batch, max(1, math.ceil(mean_batch + z * math.sqrt(mean_batch))))
-        result[key] = ev.step(dec.chip, dec.tp, b)
+        result[key] = ev.step(dec.chip, dec.shape, b)
     return result

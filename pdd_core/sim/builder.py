@@ -88,10 +88,10 @@ def _instances(
     instances = []
     for pool in pools:
         chip = topology.chips[pool.chip]
-        capacity = perf.kv_capacity_tokens(model, chip, pool.tp)
+        capacity = perf.kv_capacity_tokens(model, chip, pool.shape)
         if capacity <= 0:
             raise ValueError(
-                f"pools: {model.id} does not fit on {pool.tp} x {chip.id} (site {pool.site})"
+                f"pools: {model.id} does not fit on {pool.shape.label()} x {chip.id} (site {pool.site})"
             )
         for number in range(pool.instances):
             radix = None
@@ -110,7 +110,7 @@ def _instances(
                     role=role,
                     model=model,
                     chip=chip,
-                    tp=pool.tp,
+                    tp=pool.shape,
                     kv_tokens=kv_tokens,
                     max_batch=config.max_batch,
                     chunk_tokens=config.prefill_chunk_tokens,

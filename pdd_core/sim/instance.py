@@ -36,7 +36,7 @@ from pdd_core.specs import ChipSpec, ModelSpec, Role
 
 @functools.lru_cache(maxsize=1 << 16)
 def prefill_s(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: int, *, batch: int = 1
+    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
 ) -> float:
     """``perf.prefill_time(...).seconds``, memoised: passes and routing estimates repeat the
     same sizes on identical instances, and the specs are frozen and hashable, so it is exact."""
@@ -104,7 +104,7 @@ class Instance:
         role: Role | None,
         model: ModelSpec,
         chip: ChipSpec,
-        tp: int,
+        tp: perf.ShapeLike,
         kv_tokens: int,
         max_batch: int,
         chunk_tokens: int,

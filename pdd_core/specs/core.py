@@ -12,6 +12,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdd_core.specs.shape import InstanceShape
 
 GIB = 1024**3
 
@@ -83,7 +87,10 @@ class ChipSpec:
     """One accelerator, judged on the four axes of DOMAIN.md section 1 plus what it costs.
 
     Compute and memory efficiencies are the achievable fractions of the peaks (eta_c, eta_m in
-    DOMAIN.md section 5); they are per-chip inputs, not tuning knobs.
+    DOMAIN.md section 5); they are per-chip inputs, not tuning knobs. ``scaleup_domain`` is how
+    many chips share one scale-up fabric (8 on an HGX board, 72 in a GB200 NVL72 rack, 384 in a
+    CloudMatrix384 supernode) and ``chips_per_node`` how many a server holds; ``specs.shape``
+    uses both to validate instance shapes and to count whole nodes.
     """
 
     id: str
@@ -99,9 +106,17 @@ class ChipSpec:
     fp8_tflops: float | None = None
     vendor: str = ""
     source: str = ""
+    # Chips joined by the scale-up fabric (NVLink/UB/HCCS): a tensor-parallel group stays inside.
+    scaleup_domain: int = 8
+    # Chips in one server, the unit a pool pays for.
+    chips_per_node: int = 8
 
     def __post_init__(self) -> None:
         _identifier(self.id)
+        for name in ("scaleup_domain", "chips_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(name, f"must be a positive integer, got {value!r}")
         _positive(
             self,
             "bf16_tflops",
@@ -274,7 +289,9 @@ class LinkSpec:
 class PoolSpec:
     """A group of identical instances of one role, on one chip type, in one site.
 
-    ``tp`` is the number of chips per instance (tensor parallel); a drained pool has 0 instances.
+    Each instance is ``tp x pp x dp`` chips (``specs.shape.InstanceShape``; ``ep`` is 1 or
+    ``tp x dp``); a drained pool has 0 instances. A ``Topology`` that knows the chip and model
+    validates the shape with ``specs.shape.check_shape``.
     """
 
     site: str
@@ -283,6 +300,9 @@ class PoolSpec:
     role: Role
     instances: int
     tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):
@@ -290,8 +310,18 @@ class PoolSpec:
                 object.__setattr__(self, "role", Role(self.role))
             except ValueError:
                 raise SpecError("role", f"must be P, RLD or MD, got {self.role!r}") from None
-        _positive(self, "tp")
+        _positive(self, "tp", "pp", "dp", "ep")
         _non_negative(self, "instances")
+
+    @property
+    def shape(self) -> InstanceShape:
+        from pdd_core.specs.shape import InstanceShape
+
+        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+
+    @property
+    def chips_per_instance(self) -> int:
+        return self.tp * self.pp * self.dp
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +402,15 @@ class Topology:
                 raise SpecError("pools", f"pool names unknown chip {pool.chip!r}")
             if self.models and pool.model not in self.models:
                 raise SpecError("pools", f"pool names unknown model {pool.model!r}")
+            if self.chips and self.models:
+                from pdd_core.specs.shape import ShapeError, check_shape
+
+                try:
+                    check_shape(self.models[pool.model], self.chips[pool.chip], pool.shape)
+                except ShapeError as exc:
+                    raise ShapeError(
+                        exc.rule, f"pool {pool.site}/{pool.role}/{pool.chip}: {exc.detail}"
+                    ) from None
 
     def pools_of(self, role: Role, site: str | None = None) -> tuple[PoolSpec, ...]:
         return tuple(p for p in self.pools if p.role is role and (site is None or p.site == site))
@@ -383,5 +422,7 @@ class Topology:
         return None
 
     def cost_per_hour(self) -> float:
-        """Hardware cost rate: sum over pools of instances x chips per instance x price."""
-        return sum(p.instances * p.tp * self.chips[p.chip].price_per_hour for p in self.pools)
+        """Hardware cost rate: per pool, whole nodes x chips per node x price per chip-hour."""
+        from pdd_core.specs.shape import pool_cost_per_hour
+
+        return sum(pool_cost_per_hour(self.chips[p.chip], p.shape, p.instances) for p in self.pools)
