@@ -19,7 +19,9 @@ Modelling conventions (shared by every function):
   micro-batches so one computes while the other communicates; only the excess shows.
 - ``pp`` stages: a decode step sends ``min(batch, pp)`` micro-batches round the pipeline, so it
   takes ``pp`` stage times of one micro-batch (each stage re-reads its weights per micro-batch);
-  a prefill of ``m`` chunks takes ``m + pp - 1`` stage times (the pipeline fills once).
+  a prefill of ``m`` micro-batches takes ``max(m, pp)`` stage times: engines keep ``pp``
+  micro-batches in flight, so in steady state no stage idles, and a short prefill still pays
+  the pipeline's latency of ``pp`` stages.
   Stage hand-offs cross the scale-out network when the instance spans more than one scale-up
   domain, and the scale-up fabric otherwise.
 - ``Timing.bound`` names the largest of the compute, memory and comm terms.
@@ -84,9 +86,11 @@ ALLREDUCE_BUS_EFFICIENCY = 0.8
 ALLTOALL_LATENCY_S = 20e-6
 SEND_LATENCY_S = 10e-6
 
-# Chunked prefill feeds a pipeline in chunks of this many tokens (SGLang's default
-# chunked_prefill_size is 8192 on large GPUs); only used when pp > 1.
-PP_CHUNK_TOKENS = 8192
+# A pipelined prefill moves through the stages in micro-batches of this many tokens; only used
+# when pp > 1. Large enough that a micro-batch's matmuls stay compute-bound on every catalog
+# chip (each micro-batch re-reads its stage's weights), small enough that a long prefill keeps
+# every stage busy.
+PP_CHUNK_TOKENS = 4096
 
 # Kept for callers of the old API: HBM share reserved for activations (see specs.shape).
 KV_RESERVE_FRACTION = HBM_RESERVE_FRACTION
@@ -394,7 +398,7 @@ def _forward(
         micro, passes = 1, 1
     elif prefill:
         micro = max(1, math.ceil(tokens / PP_CHUNK_TOKENS))
-        passes = micro + pp - 1
+        passes = max(micro, pp)
     else:
         micro = max(1, min(math.ceil(tokens), pp))
         passes = pp

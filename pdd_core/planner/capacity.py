@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -34,13 +35,45 @@ from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.sim import SimConfig
 from pdd_core.specs import SLA, ChipSpec, InstanceShape, LinkSpec, ModelSpec, PriceBook, as_shape
 
-# Stage names, also the binding constraints a plan's reasons name (DOMAIN.md section 6).
-PREFILL = "prefill compute"
-DECODE_KV = "decode KV capacity"
-DECODE_TPOT = "decode TPOT"
-WAN = "WAN bandwidth"
-RELAY = "RLD capacity"
-TTFT_TAIL = "TTFT tail"
+
+class Constraint(StrEnum):
+    """What a design runs into: stage names, binding constraints and violation kinds.
+
+    The search grows pools and the reasons pick their sentences by these kinds, never by the
+    text of a message (the text is for people).
+    """
+
+    PREFILL = "prefill compute"
+    DECODE_KV = "decode KV capacity"
+    DECODE_TPOT = "decode TPOT"
+    DECODE_FIT = "decode fit"
+    WAN = "WAN bandwidth"
+    RELAY = "RLD capacity"
+    RELAY_FIT = "RLD fit"
+    COLOCATED = "colocated capacity"
+    TTFT_TAIL = "TTFT tail"
+    TPOT_TAIL = "TPOT tail"
+
+
+# The stage names as plain names (they are the binding constraints a plan's reasons name).
+PREFILL = Constraint.PREFILL
+DECODE_KV = Constraint.DECODE_KV
+DECODE_TPOT = Constraint.DECODE_TPOT
+WAN = Constraint.WAN
+RELAY = Constraint.RELAY
+TTFT_TAIL = Constraint.TTFT_TAIL
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One SLA or capacity rule a design breaks: its ``kind`` and a sentence for people."""
+
+    kind: Constraint
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
 
 # Largest utilisation the model accepts for a stage: queues explode as rho -> 1, and the
 # simulator's traffic is burstier than Poisson, so a design at 99% would not verify.
@@ -77,7 +110,7 @@ class Evaluation:
     stages: tuple[StageView, ...]
     shares: dict[str, float]
     binding: str
-    violations: tuple[str, ...]
+    violations: tuple[Violation, ...]
 
     def stage(self, name: str) -> StageView | None:
         return next((s for s in self.stages if s.name == name), None)

@@ -13,9 +13,8 @@ from pdd_core import perf
 from pdd_core.planner.capacity import (
     DECODE_KV,
     DECODE_TPOT,
-    RELAY,
     TTFT_TAIL,
-    WAN,
+    Constraint,
     Evaluation,
     Evaluator,
 )
@@ -64,9 +63,11 @@ def pool_reason(
             f"{_fewer(ev, design, pool)}."
         )
     b, step, limit = ev.decode_batch(pool.chip, pool.shape, drc=design.policy == "pdd")
-    bound = {DECODE_KV: "its KV capacity", DECODE_TPOT: "the TPOT target"}.get(
-        limit, "the engine's max batch"
-    )
+    bound = "the engine's max batch"
+    if limit == DECODE_KV:
+        bound = "its KV capacity"
+    elif limit == DECODE_TPOT:
+        bound = "the TPOT target"
     return (
         f"{head}; each instance decodes a batch of {b} ({step * 1e3:.1f} ms/step at the mean "
         f"context), bounded by {bound}; {_fewer(ev, design, pool)}."
@@ -122,13 +123,13 @@ def infeasible_problems(
         )
         fixes.append("raise the TTFT target or add faster P chips (or more chips for a larger tp)")
     for violation in ev_fast.violations:
-        if violation.startswith(WAN):
+        if violation.kind is Constraint.WAN:
             problems.append(f"{violation}: the WAN line cannot carry the miss KV.")
             fixes.append("add WAN bandwidth, or raise the hit rate (larger prefix caches)")
-        elif violation.startswith((DECODE_TPOT, DECODE_KV)) and "not one" in violation:
+        elif violation.kind is Constraint.DECODE_FIT:
             problems.append(f"{violation}.")
             fixes.append("raise the TPOT target or give MD higher-bandwidth chips or a larger tp")
-        elif violation.startswith(RELAY) and "not one" in violation:
+        elif violation.kind is Constraint.RELAY_FIT:
             problems.append(f"{violation}.")
             fixes.append("allow RLD on a chip with more memory")
     limited = [r for r in found.rejected if "the limit is" in r]
@@ -145,3 +146,26 @@ def infeasible_problems(
 
 def role_order(role: Role) -> int:
     return {Role.PREFILL: 0, Role.RELAY_DECODE: 1, Role.MAIN_DECODE: 2}[role]
+
+
+def model_sentence(ev: Evaluator, chip_ids: list[str]) -> str:
+    """The model the plan's figures come from, as configured (read, not assumed)."""
+    config = ev.config
+    drc = (
+        f"MD keeps a decode-side radix cache ({config.drc_fraction:.0%} of its KV), so only the "
+        "KV it lacks (the miss) crosses the WAN"
+        if config.drc
+        else "MD has no decode-side radix cache ([engine] drc = false), so every request ships "
+        "its whole prompt's KV over the WAN"
+    )
+    chips = ", ".join(
+        f"{c.id} eta_c {c.compute_efficiency:g} / eta_m {c.memory_efficiency:g}, "
+        f"{c.scaleup_domain}-chip scale-up domain"
+        for c in (ev.chips[i] for i in sorted(chip_ids) if i in ev.chips)
+    )
+    return (
+        f"roofline passes (perf): TP inside one scale-up domain with measured all-reduce costs, "
+        f"PP across domains, expert all-to-all overlapped; {drc}; prefill chunks of "
+        f"{config.prefill_chunk_tokens:,} tokens, at most {config.max_batch} sequences per "
+        f"decode batch; chips: {chips}."
+    )

@@ -99,6 +99,8 @@ class Plan:
     bathtub: Bathtub
     reasons: dict[str, Any]
     search: dict[str, Any]
+    policy: str = "pdd"
+    rld_mode: str | None = None
 
     @property
     def feasible(self) -> bool:
@@ -110,6 +112,8 @@ class Plan:
                 "feasible": True,
                 "name": self.name,
                 "model": self.model,
+                "policy": self.policy,
+                "rld_mode": self.rld_mode,
                 "pools": [p.to_dict() for p in self.pools],
                 "routing_table": asdict(self.routing_table),
                 "predicted": self.predicted,

@@ -10,14 +10,23 @@ sized the same way. Designs are ranked by analytic BCR (goodput per $/h), ties b
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import PDD, SAME_DC, Design, PoolChoice
+from pdd_core.planner.capacity import Constraint, Evaluation, Evaluator
+from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design, PoolChoice
 from pdd_core.planner.inputs import PlannerInputs
-from pdd_core.specs import SLA, InstanceShape, LinkKind, Role, kv_tokens_per_rank, valid_shapes
+from pdd_core.specs import (
+    SLA,
+    InstanceShape,
+    LinkKind,
+    RldMode,
+    Role,
+    kv_tokens_per_rank,
+    valid_shapes,
+)
 
 # Sizing targets: a decode pool is started at 85% of its slots, RLD at 80% (it must absorb
 # bursts of relays to stay below the one-shot threshold), P at 85% before the TTFT check.
@@ -42,6 +51,15 @@ class SearchResult:
     baseline: tuple[Scored, ...]
     rejected: tuple[str, ...]
     evaluated: int
+    colocated: tuple[Scored, ...] = ()
+
+    def ranked(self, policy: str) -> tuple[Scored, ...]:
+        """The feasible designs of one policy, cheapest first."""
+        if policy == PDD:
+            return self.pdd
+        if policy == COLOCATED:
+            return self.colocated
+        return self.baseline
 
 
 def shape_options(
@@ -128,7 +146,7 @@ def size_design(
             design = design.with_instances(
                 Role.RELAY_DECODE, _start_count(stage.utilisation, RELAY_TARGET)
             )
-        elif stage.name == "prefill compute":
+        elif stage.name in (Constraint.PREFILL, Constraint.COLOCATED):
             design = design.with_instances(
                 Role.PREFILL, _start_count(stage.utilisation, PREFILL_TARGET)
             )
@@ -140,7 +158,7 @@ def size_design(
         evaluation = ev.evaluate(design)
         if evaluation.meets_sla:
             return Scored(design, evaluation), ""
-        last = "; ".join(evaluation.violations)
+        last = "; ".join(v.text for v in evaluation.violations)
         grow = _grow(design, evaluation, inputs.sla)
         if grow is None:
             return None, f"{design.label()}: {last}"
@@ -151,24 +169,25 @@ def size_design(
 def _grow(design: Design, evaluation: Evaluation, sla: SLA) -> Design | None:
     """Add one instance to the pool behind the first violation (P for the TTFT tail).
 
-    None when growing cannot help: the WAN line is full, a single sequence does not fit, or
-    the TTFT tail is missed with every queue empty (service time, not capacity).
+    Steered by the violations' kinds (``Constraint``). None when growing cannot help: the WAN
+    line is full, a single sequence does not fit, or the TTFT tail is missed with every queue
+    empty (service time, not capacity).
     """
     service = evaluation.ttft_service
     if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
         return None
+    colocated = design.policy == COLOCATED
     for violation in evaluation.violations:
-        if violation.startswith("decode"):
-            if "not one sequence" in violation:
-                return None
-            return design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
-        if violation.startswith("RLD") and design.relay is not None:
-            if "not one sequence" in violation:
-                return None
-            return design.with_instances(Role.RELAY_DECODE, design.relay.instances + 1)
-        if violation.startswith("WAN"):
+        kind = violation.kind
+        if kind in (Constraint.DECODE_FIT, Constraint.RELAY_FIT, Constraint.WAN):
             return None
-    md = evaluation.stage("decode KV capacity") or evaluation.stage("decode TPOT")
+        if kind is Constraint.COLOCATED or (colocated and kind is Constraint.TPOT_TAIL):
+            return design.with_instances(Role.PREFILL, design.prefill.instances + 1)
+        if kind in (Constraint.DECODE_KV, Constraint.DECODE_TPOT, Constraint.TPOT_TAIL):
+            return design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
+        if kind is Constraint.RELAY and design.relay is not None:
+            return design.with_instances(Role.RELAY_DECODE, design.relay.instances + 1)
+    md = evaluation.stage(Constraint.DECODE_KV) or evaluation.stage(Constraint.DECODE_TPOT)
     if md is not None and md.utilisation > 0.9:
         return design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
     return design.with_instances(Role.PREFILL, design.prefill.instances + 1)
@@ -192,29 +211,37 @@ def search(
     ev: Evaluator, inputs: PlannerInputs, progress: Callable[[float], None] | None = None
 ) -> SearchResult:
     """Size every skeleton, keep the feasible ones ranked, and say why the rest failed."""
-    skeletons = list(_pdd_skeletons(ev, inputs)) + list(_baseline_skeletons(ev, inputs))
-    pdd: list[Scored] = []
-    baseline: list[Scored] = []
+    skeletons = all_skeletons(ev, inputs)
+    found: dict[str, list[Scored]] = {PDD: [], SAME_DC: [], COLOCATED: []}
     rejected: list[str] = []
     for index, skeleton in enumerate(skeletons):
         scored, why = size_design(ev, inputs, skeleton)
         if scored is None:
             rejected.append(f"{skeleton.policy}: {why}")
-        elif skeleton.policy == PDD:
-            pdd.append(scored)
         else:
-            baseline.append(scored)
+            found[skeleton.policy].append(scored)
         if progress is not None:
             progress((index + 1) / len(skeletons))
 
     def rank(s: Scored) -> tuple[float, float, str]:
-        return (-s.evaluation.bcr, s.evaluation.cost_per_hour, s.design.label())
+        # The cheapest design that meets the SLA; at equal cost the one with more goodput.
+        return (s.evaluation.cost_per_hour, -s.evaluation.bcr, s.design.label())
 
     return SearchResult(
-        pdd=tuple(_distinct(sorted(pdd, key=rank))),
-        baseline=tuple(_distinct(sorted(baseline, key=rank))),
+        pdd=tuple(_distinct(sorted(found[PDD], key=rank))),
+        baseline=tuple(_distinct(sorted(found[SAME_DC], key=rank))),
         rejected=tuple(rejected),
         evaluated=len(skeletons),
+        colocated=tuple(_distinct(sorted(found[COLOCATED], key=rank))),
+    )
+
+
+def all_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
+    """Every design family the planner compares, under the same shape and chip rules."""
+    return (
+        _pdd_skeletons(ev, inputs)
+        + _baseline_skeletons(ev, inputs)
+        + _colocated_skeletons(ev, inputs)
     )
 
 
@@ -248,8 +275,11 @@ def _pdd_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
                     rld_shapes = shape_options(ev, inputs, rld_cand.chip, Role.RELAY_DECODE)
                     if not rld_shapes:
                         continue
-                    relay = choice(p_site, rld_cand.chip, Role.RELAY_DECODE, rld_shapes[0])
-                    for p_shape in p_shapes:
+                    pool = choice(p_site, rld_cand.chip, Role.RELAY_DECODE, rld_shapes[0])
+                    relays: list[tuple[PoolChoice | None, RldMode]] = [(pool, RldMode.POOL)]
+                    if rld_cand.chip == p_cand.chip:
+                        relays.append((None, RldMode.SHARED))
+                    for (relay, mode), p_shape in itertools.product(relays, p_shapes):
                         for md_shape in md_shapes:
                             for budget in settings.transfer_budgets_s:
                                 for smin in settings.singular_min_inputs:
@@ -267,6 +297,7 @@ def _pdd_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
                                             ),
                                             relay,
                                             table,
+                                            mode,
                                         )
                                     )
     return skeletons
@@ -293,4 +324,28 @@ def _baseline_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
                         inputs.table,
                     )
                 )
+    return skeletons
+
+
+def _colocated_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
+    """Aggregated designs: one chip type, every instance serving both phases, in one site."""
+    skeletons = []
+    seen: set[tuple[str, str]] = set()
+    for cand in inputs.candidates:
+        key = (cand.site, cand.chip)
+        if key in seen or cand.chip not in inputs.chips:
+            continue
+        seen.add(key)
+        shapes = shape_options(ev, inputs, cand.chip, Role.PREFILL)
+        shapes += shape_options(ev, inputs, cand.chip, Role.MAIN_DECODE)
+        for shape in dict.fromkeys(shapes):
+            skeletons.append(
+                Design(
+                    COLOCATED,
+                    choice(cand.site, cand.chip, Role.PREFILL, shape),
+                    choice(cand.site, cand.chip, Role.MAIN_DECODE, shape, 0),
+                    None,
+                    inputs.table,
+                )
+            )
     return skeletons

@@ -36,6 +36,18 @@ class Role(StrEnum):
     MAIN_DECODE = "MD"
 
 
+class RldMode(StrEnum):
+    """Where PDD's relay decode runs (DOMAIN.md section 4: RLD is a thin slice in cluster A).
+
+    ``pool``: its own instances beside P. ``shared-with-prefill``: decode slots on the prefill
+    instances themselves (same weights, no extra replica), time-shared with prefill chunks the
+    way a chunked-prefill engine mixes decode steps into its batches.
+    """
+
+    POOL = "pool"
+    SHARED = "shared-with-prefill"
+
+
 class LinkKind(StrEnum):
     """RDMA inside a site, Ethernet/TCP between sites."""
 
@@ -378,15 +390,27 @@ class PriceBook:
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """Sites, the links between and inside them, and the pools that run where."""
+    """Sites, the links between and inside them, and the pools that run where.
+
+    ``rld_mode`` says whether PDD's relay decode is its own pool or slots on the P instances
+    (``RldMode``); in the shared mode the topology has no RLD pool.
+    """
 
     sites: tuple[SiteSpec, ...]
     links: tuple[LinkSpec, ...] = ()
     pools: tuple[PoolSpec, ...] = ()
     chips: Mapping[str, ChipSpec] = field(default_factory=dict)
     models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    rld_mode: RldMode = RldMode.POOL
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rld_mode, RldMode):
+            try:
+                object.__setattr__(self, "rld_mode", RldMode(self.rld_mode))
+            except ValueError:
+                raise SpecError(
+                    "rld_mode", f"must be pool or shared-with-prefill, got {self.rld_mode!r}"
+                ) from None
         site_ids = [s.id for s in self.sites]
         if len(set(site_ids)) != len(site_ids):
             raise SpecError("sites", "site ids must be unique")
@@ -402,15 +426,23 @@ class Topology:
                 raise SpecError("pools", f"pool names unknown chip {pool.chip!r}")
             if self.models and pool.model not in self.models:
                 raise SpecError("pools", f"pool names unknown model {pool.model!r}")
-            if self.chips and self.models:
-                from pdd_core.specs.shape import ShapeError, check_shape
 
-                try:
-                    check_shape(self.models[pool.model], self.chips[pool.chip], pool.shape)
-                except ShapeError as exc:
-                    raise ShapeError(
-                        exc.rule, f"pool {pool.site}/{pool.role}/{pool.chip}: {exc.detail}"
-                    ) from None
+    def check_shapes(self) -> None:
+        """Raise ``ShapeError`` (naming the pool and the rule) for the first invalid pool shape.
+
+        Scenario files and the planner call it: every shape they use must obey
+        ``specs.shape.check_shape``. Construction does not, so a test may build an engine on
+        any chip count.
+        """
+        from pdd_core.specs.shape import ShapeError, check_shape
+
+        for pool in self.pools:
+            try:
+                check_shape(self.models[pool.model], self.chips[pool.chip], pool.shape)
+            except ShapeError as exc:
+                raise ShapeError(
+                    exc.rule, f"pool {pool.site}/{pool.role}/{pool.chip}: {exc.detail}"
+                ) from None
 
     def pools_of(self, role: Role, site: str | None = None) -> tuple[PoolSpec, ...]:
         return tuple(p for p in self.pools if p.role is role and (site is None or p.site == site))
