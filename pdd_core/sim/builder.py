@@ -93,7 +93,8 @@ def _instances(
         capacity = perf.kv_capacity_tokens(model, chip, pool.shape)
         if capacity <= 0:
             raise ValueError(
-                f"pools: {model.id} does not fit on {pool.shape.label()} x {chip.id} (site {pool.site})"
+                f"pools: {model.id} does not fit on {pool.shape.label()} x {chip.id} "
+                f"(site {pool.site})"
             )
         for number in range(pool.instances):
             radix = None
