@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -39,6 +40,9 @@ class AgentBase:
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
         self.server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Requests this agent released (finished, cancelled, failed), with when: frames of
+        # theirs still on the wire (KV from P after a CANCEL) are dropped, never recreate one.
+        self.released: OrderedDict[str, float] = OrderedDict()
 
     async def start(self) -> None:
         self.server = await serve_frames(
@@ -52,6 +56,24 @@ class AgentBase:
         while True:
             await asyncio.sleep(REAP_EVERY_S)
             self.reap(self.config.limits.request_timeout_s)
+            self.forget_released(2 * self.config.limits.request_timeout_s)
+
+    def release_id(self, rid: str) -> None:
+        """Remember that ``rid`` is over here: its late frames are ignored from now on."""
+        self.released[rid] = time.monotonic()
+        self.released.move_to_end(rid)
+
+    def is_released(self, rid: str) -> bool:
+        return rid in self.released
+
+    def forget_released(self, older_than_s: float) -> None:
+        """Drop tombstones older than any frame of theirs can be (bounded memory)."""
+        horizon = time.monotonic() - older_than_s
+        while self.released:
+            _rid, when = next(iter(self.released.items()))
+            if when > horizon:
+                break
+            self.released.popitem(last=False)
 
     def reap(self, older_than_s: float) -> None:
         """Drop requests idle for longer than ``older_than_s`` (subclasses with requests)."""

@@ -358,9 +358,17 @@ class Gateway:
         }
 
     def journal_outcome(
-        self, outcome: Outcome | None, route: Route, tenant: str, key_prefix: str, *, failed: bool
+        self,
+        outcome: Outcome | None,
+        route: Route,
+        tenant: str,
+        key_prefix: str,
+        *,
+        failed: bool,
+        error: str = "",
     ) -> None:
-        """Write the gateway's complete record of a request (or a rejection)."""
+        """Write the gateway's complete record of a request (or a rejection): its figures and
+        its fate (the agents of each stage, the handoff, what failed)."""
         now = time.time()
         record = RequestRecord(
             request_id=outcome.request_id if outcome else f"rej-{uuid.uuid4().hex}",
@@ -374,7 +382,13 @@ class Gateway:
             role="gateway",
             agent=self.spec.id,
             rejected=route.rejected,
+            prefill_agent=route.prefill,
+            relay_agent=route.relay or "",
+            main_agent=route.main or "",
+            error=error or (outcome.error if outcome else "") or ("failed" if failed else ""),
         )
+        if route.rejected:
+            record.error = "rejected: predicted TTFT over the SLA"
         if outcome is not None:
             record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
             record.output_tokens = len(outcome.tokens)

@@ -219,6 +219,7 @@ class GatewayApi:
         outcome: Outcome | None = None
         headers = {"x-pdd-pipeline": route.pipeline.value}
         failed = True
+        error = ""
         try:
             if not stream:
                 try:
@@ -226,6 +227,7 @@ class GatewayApi:
                         completion.add(fresh)
                         outcome = seen
                 except UpstreamError as exc:
+                    error = str(exc)
                     raise HttpError(502, str(exc), "server_error", "upstream_error") from None
                 assert outcome is not None or completion.count == 0
                 failed = False
@@ -239,6 +241,7 @@ class GatewayApi:
                     outcome = seen
                     await self._event(writer, completion.chunk(fresh))
             except UpstreamError as exc:
+                error = str(exc)
                 await self._event(
                     writer, HttpError(502, str(exc), "server_error", "upstream_error").body()
                 )
@@ -252,8 +255,15 @@ class GatewayApi:
         finally:
             await tokens.aclose()
             self.gateway.release(route)
-            if outcome is not None or not failed:
-                self.gateway.journal_outcome(outcome, route, tenant, prefix, failed=failed)
+            # Every admitted request leaves a record, a failure too (billed what it delivered).
+            self.gateway.journal_outcome(
+                outcome,
+                route,
+                tenant,
+                prefix,
+                failed=failed,
+                error=error or ("" if not failed else "client gone"),
+            )
 
     async def _json(
         self,

@@ -47,6 +47,7 @@ class Outcome:
     rld_tokens: int = 0
     md_tokens: int = 0
     handoff_mode: str = ""
+    error: str = ""
     finish_reason: str = "length"
     arrival: float = field(default_factory=time.time)
     first_token_at: float | None = None

@@ -52,6 +52,9 @@ class Result:
     cached_tokens: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
+    rld_tokens: int = 0
+    md_tokens: int = 0
+    handoff_mode: str = ""
     error: str = ""
 
 
@@ -63,6 +66,13 @@ class Summary:
     @property
     def failures(self) -> int:
         return sum(1 for r in self.results if not r.ok)
+
+    @property
+    def md_share(self) -> float:
+        """The share of P-RLD-MD output tokens that MD decoded (the rest came from RLD)."""
+        relayed = [r for r in self.results if r.ok and r.pipeline == "P-RLD-MD"]
+        total = sum(r.rld_tokens + r.md_tokens for r in relayed)
+        return sum(r.md_tokens for r in relayed) / total if total else 0.0
 
     def pipelines(self) -> Counter[str]:
         return Counter(r.pipeline for r in self.results if r.ok)
@@ -88,6 +98,14 @@ class Summary:
         cached = sum(r.cached_tokens for r in ok)
         if prompt:
             lines.append(f"cached prompt tokens: {cached}/{prompt} ({cached / prompt:.1%})")
+        relayed = [r for r in ok if r.pipeline == "P-RLD-MD"]
+        rld, md = sum(r.rld_tokens for r in relayed), sum(r.md_tokens for r in relayed)
+        if rld + md:
+            modes = Counter(r.handoff_mode or "none (RLD finished)" for r in relayed)
+            lines.append(
+                f"P-RLD-MD tokens: MD {md}/{rld + md} ({self.md_share:.1%}), RLD {rld}; "
+                "handoffs: " + ", ".join(f"{k}={v}" for k, v in sorted(modes.items()))
+            )
         errors = Counter(r.error for r in self.results if not r.ok)
         for message, count in errors.most_common(3):
             lines.append(f"error x{count}: {message}")
@@ -126,12 +144,13 @@ async def stream_completion(
             if status != 200:
                 text = (await reader.read()).decode(errors="replace")
                 return Result(False, error=f"HTTP {status}: {text[:120]}")
-            error = ""
+            error, done, finish = "", False, None
             while line := await reader.readline():
                 if not line.startswith(b"data: "):
                     continue
                 data = line[6:].strip()
                 if data == b"[DONE]":
+                    done = True
                     break
                 event = json.loads(data)
                 if "error" in event:
@@ -140,16 +159,27 @@ async def stream_completion(
                 if event.get("usage"):
                     usage = event["usage"]
                 for choice in event.get("choices", []):
+                    finish = choice.get("finish_reason") or finish
                     if choice.get("token_ids"):
                         now = time.perf_counter()
                         first = first or now
                         last = now
                         count += len(choice["token_ids"])
+            # A request is a success only if the whole answer arrived, accounted for.
+            if not error and not done:
+                error = "stream ended before [DONE]"
+            if not error and finish not in ("stop", "length"):
+                error = f"no finish_reason (got {finish!r})"
+            if not error and count != usage.get("completion_tokens", count):
+                error = f"{count} tokens streamed, usage says {usage.get('completion_tokens')}"
+            if not error and finish == "length" and count < body.get("max_tokens", count):
+                error = f"stream stopped at {count} of {body.get('max_tokens')} tokens"
             if error:
                 return Result(False, error=error)
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
+            pdd = usage.get("pdd") or {}
             return Result(
                 True,
                 ttft_s=ttft,
@@ -158,6 +188,9 @@ async def stream_completion(
                 cached_tokens=int(details.get("cached_tokens", 0)),
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 output_tokens=count,
+                rld_tokens=int(pdd.get("rld_tokens", 0)),
+                md_tokens=int(pdd.get("md_tokens", 0)),
+                handoff_mode=str(pdd.get("handoff_mode", "")),
             )
         finally:
             writer.close()

@@ -233,6 +233,10 @@ async def serve_frames(
             log.warning("closing connection: %s", exc)
         except (ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            # Shutdown: end quietly (Python 3.11's stream callback logs a cancelled handler
+            # task's CancelledError as an unhandled exception).
+            return
         finally:
             if conn is not None:
                 conn.close()
