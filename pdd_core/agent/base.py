@@ -19,7 +19,14 @@ from typing import Any
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.journal import Journal, RequestRecord
 from pdd_core.agent.protocol import Frame, FrameType, control
-from pdd_core.agent.runtime import Conn, PeerLink, hello, make_engine, serve_frames
+from pdd_core.agent.runtime import (
+    Conn,
+    PeerLink,
+    hello,
+    make_engine,
+    plane_auth,
+    serve_frames,
+)
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 5.0
@@ -35,6 +42,7 @@ class AgentBase:
         self.spec = config.agent(agent_id)
         self.engine = make_engine(config, self.role)
         self.me = hello(self.role, agent_id, config.model)
+        self.auth = plane_auth(config)
         self.gateways: set[Conn] = set()
         self.peers: dict[str, PeerLink] = {}
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
@@ -46,7 +54,7 @@ class AgentBase:
 
     async def start(self) -> None:
         self.server = await serve_frames(
-            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed
+            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed, auth=self.auth
         )
         self.spawn(self._reaper())
 
@@ -131,6 +139,7 @@ class AgentBase:
                 functools.partial(self.on_peer_frame, agent_id),
                 self.peer_down,
                 connect_timeout_s=self.config.limits.connect_timeout_s,
+                auth=self.auth,
             )
             self.peers[agent_id] = link
         return link

@@ -22,8 +22,13 @@ from typing import Any
 from pdd_core.agent.config import hash_key
 from pdd_core.agent.gateway import Gateway
 from pdd_core.agent.gateway_types import Outcome, UpstreamError
-from pdd_core.agent.openai_format import Completion, HttpError, chat_prompt
-from pdd_core.engine.tokenizer import ByteTokenizer
+from pdd_core.agent.openai_format import (
+    Completion,
+    HttpError,
+    output_budget,
+    prompt_tokens,
+    request_text,
+)
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
@@ -57,7 +62,6 @@ class GatewayApi:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.config = gateway.config
-        self.tokenizer = ByteTokenizer()
         self.server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -149,25 +153,11 @@ class GatewayApi:
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
         await self._complete(request, path.endswith("chat/completions"), tenant, prefix, writer)
 
-    def _prompt(self, request: dict[str, Any], chat: bool) -> list[int]:
-        if chat:
-            text = chat_prompt(request.get("messages"))
-        else:
-            given = request.get("prompt")
-            if isinstance(given, list) and len(given) == 1:
-                given = given[0]
-            if not isinstance(given, str) or not given:
-                raise HttpError(400, "prompt: must be a non-empty string", "invalid_request_error")
-            text = given
-        tokens = self.tokenizer.encode(text)
-        if len(tokens) > self.config.limits.max_prompt_tokens:
-            raise HttpError(
-                400,
-                "prompt: too long for this model",
-                "invalid_request_error",
-                "context_length_exceeded",
-            )
-        return tokens
+    async def _prompt(self, request: dict[str, Any], chat: bool) -> list[int]:
+        given = request_text(request, chat)
+        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
+            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
+        return prompt_tokens(given, self.gateway.tokenizer)
 
     async def _complete(
         self,
@@ -185,12 +175,13 @@ class GatewayApi:
                 "invalid_request_error",
                 "model_not_found",
             )
-        prompt = self._prompt(request, chat)
-        max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
-        if max_tokens is None:
-            max_tokens = self.config.limits.default_max_tokens
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise HttpError(400, "max_tokens: must be a positive integer", "invalid_request_error")
+        prompt = await self._prompt(request, chat)
+        max_tokens = output_budget(
+            len(prompt),
+            request.get("max_completion_tokens", request.get("max_tokens")),
+            self.config.limits.default_max_tokens,
+            self.gateway.context_tokens,
+        )
         given = request.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
@@ -201,7 +192,7 @@ class GatewayApi:
             self.gateway.journal_outcome(None, route, tenant, prefix, failed=True)
             raise HttpError(
                 429,
-                "The data plane cannot meet the TTFT target now; retry later.",
+                f"The data plane cannot serve this request now ({route.reason}); retry later.",
                 "requests",
                 "rate_limit_exceeded",
                 {"retry-after": str(route.retry_after_s)},
@@ -210,7 +201,8 @@ class GatewayApi:
         options = request.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         want_ids = bool(request.get("return_token_ids"))
-        completion = Completion(chat, str(model), len(prompt), want_ids)
+        decoder = self.gateway.tokenizer.stream_decoder()
+        completion = Completion(chat, str(model), len(prompt), want_ids, decoder)
         # The response id is the request id of the journal and the control plane's records.
         completion.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         tokens = self.gateway.generate(

@@ -2,45 +2,68 @@
 
 Prompts are built so the trace's prefix sharing is real: each block-hash id becomes one fixed
 block of text (``block_text``), so two requests sharing their first k hash ids share their
-first k text blocks, and the data plane's caches see the same reuse the trace describes. Long
-traces are scaled down: ``block_tokens`` tokens of text per trace block (the trace's own block
-is 512 tokens) and ``output_scale`` trace output tokens per requested token. Requests go out
-at their trace arrival times divided by ``speed``; each is a streaming completion with usage,
-so the client measures TTFT and TPOT itself and reads the pipeline from ``x-pdd-pipeline``.
+first k text blocks, and the data plane's caches see the same reuse the trace describes.
+Sizes are native by default: a block is words that are one token each in the data plane's
+BPE (``engine.tokenizer``), so a trace block of 512 tokens is 512 prompt tokens and a request
+of ``input_length`` tokens sends exactly that many. ``block_tokens`` and ``output_scale``
+scale a trace down for a small demo. Requests go out at their trace arrival times divided by
+``speed``; each is a streaming completion with usage, so the client measures TTFT and TPOT
+itself and reads the pipeline from ``x-pdd-pipeline``; a request counts as a success only if
+its whole answer arrived (``[DONE]``, a finish reason, as many tokens as usage says).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import random
-import string
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pdd_core.engine.tokenizer import bpe
 from pdd_core.metrics import percentile
 from pdd_core.workload.request import Request
 
-ALPHABET = string.ascii_lowercase + " "
+TRACE_BLOCK = 512  # tokens per Mooncake hash id
+
+
+@functools.cache
+def _words() -> tuple[str, ...]:
+    tokenizer = bpe()
+    return tuple(tokenizer.decode([w]) for w in tokenizer.words)
+
+
+@functools.lru_cache(maxsize=65536)
+def block_words(hash_id: int, tokens: int) -> tuple[str, ...]:
+    """The words of one trace block: ``tokens`` single-token words fixed by the hash id."""
+    rng = random.Random(hash_id)
+    words = _words()
+    return tuple(words[rng.randrange(len(words))] for _ in range(tokens))
 
 
 def block_text(hash_id: int, tokens: int) -> str:
-    """The text of one trace block: ``tokens`` bytes, a pure function of the hash id."""
-    rng = random.Random(hash_id)
-    return "".join(rng.choice(ALPHABET) for _ in range(tokens))
+    """The text of one trace block: exactly ``tokens`` BPE tokens, a pure function of the id."""
+    return "".join(block_words(hash_id, tokens))
 
 
-def build_prompt(request: Request, block_tokens: int, trace_block: int = 512) -> str:
-    """Text whose blocks follow the request's hash ids, cut to its scaled input length."""
+def build_prompt(request: Request, block_tokens: int, trace_block: int = TRACE_BLOCK) -> str:
+    """Text whose blocks follow the request's hash ids, cut to its (scaled) input length in
+    tokens: ``input_tokens`` BPE tokens at ``block_tokens == trace_block`` (native size)."""
     length = max(1, math.ceil(request.input_tokens * block_tokens / trace_block))
-    if not request.block_hashes:
-        return block_text(hash(request.id) & 0xFFFFFFFF, length)
-    text = "".join(block_text(h, block_tokens) for h in request.block_hashes)
-    return text[:length] if len(text) >= length else text
+    own = zlib.crc32(request.id.encode()) << 20  # ids of this request's own blocks
+    ids = list(request.block_hashes) or [own]
+    words: list[str] = []
+    for position in range(math.ceil(length / block_tokens)):
+        # A request longer than its hash ids say gets blocks of its own past them.
+        hash_id = ids[position] if position < len(ids) else own + position
+        words.extend(block_words(hash_id, block_tokens))
+    return "".join(words[:length])
 
 
 @dataclass(slots=True)
@@ -226,7 +249,8 @@ async def replay(
         delay = (request.arrival_s - origin) / speed - (time.perf_counter() - start)
         if delay > 0:
             await asyncio.sleep(delay)
-        max_tokens = max(1, min(max_output, math.ceil(request.output_tokens / output_scale)))
+        wanted = max(1, math.ceil(request.output_tokens / output_scale))
+        max_tokens = min(max_output, wanted) if max_output > 0 else wanted
         body = {
             "model": model,
             "prompt": build_prompt(request, block_tokens),

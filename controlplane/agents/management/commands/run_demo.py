@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import signal
 import socket
@@ -119,11 +120,13 @@ class Demo:
         self.stop = threading.Event()
         self.run_dir = Path(settings.DATA_DIR) / "demo"
 
-    def _spawn(self, command: list[str], log: Path | None) -> subprocess.Popen[str]:
+    def _spawn(
+        self, command: list[str], log: Path | None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         out: Any = log.open("a") if log else subprocess.PIPE
         return subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True,
+            text=True, env=env,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -149,11 +152,13 @@ class Demo:
             self.run_dir / "daphne.log",
         ))  # fmt: skip
         self._await_port(60)
-        tokens = [f"--token={slug}={t}" for slug, t in self.demo.agent_tokens.items()]
+        # Site tokens travel in the environment: a command line is visible to ps.
+        tokens = ",".join(f"{slug}={t}" for slug, t in self.demo.agent_tokens.items())
         up = self._spawn(
             [python, "-m", "pdd_core", "up", str(TOPOLOGY), "--run-dir",
-             str(self.run_dir / "dataplane"), "--control-plane", self.url, *tokens],
+             str(self.run_dir / "dataplane"), "--control-plane", self.url],
             None,
+            env={**os.environ, "PDD_CONTROL_TOKENS": tokens},
         )  # fmt: skip
         self.children.append(up)
         gateway = self._await_gateway(up, 90)
