@@ -14,6 +14,7 @@ from typing import Any
 
 import django_stubs_ext
 import plotly
+from dotenv import load_dotenv
 
 from controlplane import env
 
@@ -21,6 +22,9 @@ from controlplane import env
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A `.env` file in the project root (or the file PDD_ENV_FILE names) sets the variables the
+# environment does not already set; the environment wins.
+load_dotenv(os.environ.get("PDD_ENV_FILE") or BASE_DIR / ".env", override=False)
 DATA_DIR = Path(env.env_str("PDD_DATA_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env.env_bool("PDD_DEBUG", False)
