@@ -17,7 +17,7 @@ from controlplane.billing.invoicing import invoice_compute, unbilled_for
 from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
 from controlplane.billing.periods import Period, period_of
 from controlplane.core.broadcast import config_changed
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 from controlplane.core.services import model_create, model_update, validated_save
 
 API_KEY_PREFIX = "tk"
