@@ -234,8 +234,10 @@ class FairShareLink:
         # Slow start is charged at the share the flow gets when it starts, as latency that
         # uses no bandwidth (the window, not the line, limits it), so rates never sum above
         # the line rate.
-        share = self.link.bytes_per_s / (self.active_flows + 1) * jitter.bandwidth_factor
-        ramp = slow_start_extra_s(nbytes, share, rtt_s, self.initial_window_bytes)
+        ramp = 0.0
+        if self.initial_window_bytes > 0:
+            share = self.link.bytes_per_s / (self.active_flows + 1) * jitter.bandwidth_factor
+            ramp = slow_start_extra_s(nbytes, share, rtt_s, self.initial_window_bytes)
         flow = _Flow(
             nbytes=nbytes,
             started_s=now,
@@ -295,11 +297,17 @@ class FairShareLink:
         The WAN emulator sleeps until this time; the simulator schedules an event at it. Both
         must call again after any ``start`` or ``cancel``, which moves it.
         """
-        times = self.finish_times()
-        if not times:
-            return None
-        fid = min(times, key=lambda k: times[k])
-        return fid, times[fid]
+        # ``finish_times`` without the dict (the simulator calls this after every event):
+        # the same values, scanned in the same order, the first minimum wins.
+        best: tuple[Hashable, float] | None = None
+        for fid, f in self._flows.items():
+            if f.drained_s is not None and (best is None or f.drained_s + f.latency_s < best[1]):
+                best = (fid, f.drained_s + f.latency_s)
+        drains, _ = self._schedule(math.inf)
+        for drained_at, fid, f in drains:
+            if best is None or drained_at + f.latency_s < best[1]:
+                best = (fid, drained_at + f.latency_s)
+        return best
 
     def advance(self, now: float) -> list[FlowCompletion]:
         """Bring the link to ``now`` and return the flows completed by then, earliest first.

@@ -38,6 +38,7 @@ from pdd_core.predict import (
     choose_prefill,
     choose_relay,
     decode_wait_s,
+    least,
     link_s,
     predict,
     predicted_ttft_s,
@@ -52,7 +53,7 @@ from pdd_core.routing import (
 )
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
-from pdd_core.sim.instance import Instance, Job, Seq, prefill_s
+from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import transfer_time
@@ -86,6 +87,8 @@ class Simulator:
         self.policy = policy
         self.topology = topology
         self.model = topology.models[model_id]
+        # ``perf.kv_bytes`` per token, read once: the spec computes it on every access.
+        self._kv_per_token = perf.kv_bytes(self.model, 1)
         self.sla = sla
         self.table = table
         self.config = config
@@ -187,12 +190,11 @@ class Simulator:
         return min(blocks * self.config.block_size, request.input_tokens - 1)
 
     def _arrive(self, request: Request) -> None:
-        model = self.model
         size = request.input_tokens
         prefills = []
         for inst in self.prefill:
             hit = self._hit(inst, request)
-            est = prefill_s(model, inst.chip, size - hit, hit, inst.tp)
+            est = inst.prefill_s(size - hit, hit)
             prefills.append(PrefillState(inst.backlog_s, hit, est))
         flight = Flight(request, Pipeline.P_D)
         if self.policy is Policy.PDD:
@@ -242,10 +244,9 @@ class Simulator:
         if self.policy is Policy.COLOCATED:
             flight.pipeline = Pipeline.COLOCATED
         else:
-            states = [d.decode_state() for d in self.decode]
-            target = states[choose_relay(states)]
+            target = self.decode[self._least_loaded(self.decode)].decode_state()
             wait = decode_wait_s(target, size + 1)
-            nbytes = size * self.model.kv_bytes_per_token
+            nbytes = size * self._kv_per_token
             if self.policy is Policy.SAME_DC:
                 transfer = link_s(self._rdma_state(), nbytes)
             else:
@@ -266,7 +267,7 @@ class Simulator:
             relays=[r.decode_state() for r in self.relay],
             wan=self._wan_state(),
             rdma=self._rdma_state(),
-            kv_bytes_per_token=self.model.kv_bytes_per_token,
+            kv_bytes_per_token=self._kv_per_token,
             table=self.table,
             sla=self.sla,
         )
@@ -277,7 +278,8 @@ class Simulator:
         return LinkState.of(self.rdma)
 
     def _least_loaded(self, instances: list[Instance]) -> int:
-        return choose_relay([i.decode_state() for i in instances])
+        """``predict.choose_relay``'s rule (least ``decode_load``, lower index on ties)."""
+        return least([i.load for i in instances])
 
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]
@@ -285,7 +287,7 @@ class Simulator:
     def _rdma_s(self, tokens: int, rng: np.random.Generator | None) -> float:
         if self.rdma is None:
             raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return transfer_time(self.rdma, perf.kv_bytes(self.model, tokens), rng)
+        return transfer_time(self.rdma, tokens * self._kv_per_token, rng)
 
     # ---- after prefill -------------------------------------------------------------------
 
@@ -318,7 +320,7 @@ class Simulator:
         md = self.decode[flight.md_index]
         hit = self._hit(md, request) if self.config.drc else 0
         size = request.input_tokens
-        kv = self.model.kv_bytes_per_token
+        kv = self._kv_per_token
         wan_s = link_s(self._wan_state(), (size - hit) * kv)
         md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
         states = [r.decode_state() for r in self.relay]
@@ -343,7 +345,7 @@ class Simulator:
         request = flight.request
         if self.policy is Policy.PDD and self.config.drc:
             flight.hit_md = self._hit(md, request)
-        return perf.kv_bytes(self.model, request.input_tokens - flight.hit_md)
+        return (request.input_tokens - flight.hit_md) * self._kv_per_token
 
     def _drc_insert(self, md: Instance, request: Request) -> None:
         if self.config.drc and md.cache is not None:
