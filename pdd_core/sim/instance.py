@@ -354,8 +354,7 @@ class Instance:
                 gap = inner_gap
             else:
                 gap = max(first - flight.last_token_s, inner_gap)
-            if gap > flight.max_gap_s:
-                flight.max_gap_s = gap
+            flight.max_gap_s = max(flight.max_gap_s, gap)
             flight.last_token_s = last
             seq.done += k
             seq.context += k
@@ -495,8 +494,7 @@ class Instance:
         total = 0
         probe = False
         for seq in batch:  # one pass: the fewest tokens left, any probe, the total context
-            if seq.remaining < k:
-                k = seq.remaining
+            k = min(k, seq.remaining)
             probe = probe or seq.probe
             total += seq.context
         # A probe is a handoff point after one step; the pool bounds the steps ahead.
