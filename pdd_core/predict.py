@@ -242,6 +242,18 @@ def choose_prefill(prefills: Sequence[PrefillState]) -> int:
 RELAY_REASON = "P-MD would miss the TTFT target: relay"
 
 
+def ship_kv_instead(extend_s: float, ship_s: float) -> bool:
+    """Token-ID handoff or ship-the-KV, from the numbers of the moment (DOMAIN.md section 4).
+
+    ``extend_s`` is MD's predicted extend (recompute) of the handed-over tokens
+    (``perf.extend_time``, which follows the model's real attention, MLA included) plus any
+    queue before it; ``ship_s`` the predicted WAN transfer of their KV (``link_s``: the line's
+    share, round trip, setup and slow start). True when shipping is sooner. Jitter is left out
+    of both, so a shipped chunk can come out later than predicted while an extend rarely does.
+    """
+    return ship_s < extend_s
+
+
 def relay_instead(
     elapsed_s: float,
     *,

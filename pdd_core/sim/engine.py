@@ -43,6 +43,7 @@ from pdd_core.predict import (
     predict,
     predicted_ttft_s,
     relay_instead,
+    ship_kv_instead,
 )
 from pdd_core.routing import (
     HandoffMode,
@@ -415,7 +416,9 @@ class Simulator:
         md.add_seq(Seq(flight, context, tokens, Role.MAIN_DECODE, flight.hit_md), now)
 
     def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
-        """MD recomputes ``tokens`` handed-over token IDs on top of what it holds."""
+        """MD absorbs ``tokens`` eager tokens: it recomputes their KV from the token IDs (an
+        extend pass, ``perf.extend_time``, MLA included) or receives their KV over the WAN,
+        whichever ``predict.ship_kv_instead`` says is sooner at this moment."""
         md = self.decode[flight.md_index]
         if tokens <= 0:
             self._md_join(flight, now)
@@ -431,5 +434,13 @@ class Simulator:
             elif isinstance(flight.relay, Seq):
                 self._relay_of(flight.relay).probe(flight.relay, t)
 
-        est = perf.extend_time(self.model, md.chip, tokens, context, md.tp).seconds
+        est = md.prefill_s(tokens, context)  # extend = prefill of k tokens over the context
+        nbytes = tokens * self._kv_per_token
+        assert self.wan is not None
+        if ship_kv_instead(est, link_s(self._wan_state(), nbytes)):
+            flight.kv_handoffs += 1
+            flight.wan_bytes += nbytes
+            self.wan.start(nbytes, now, extended)
+            return
+        flight.id_handoffs += 1
         md.add_job(Job(flight, tokens, context, est, extended), now)

@@ -15,6 +15,8 @@ dashboard's P99 means. Definitions, stated once:
   over the time some transfer was on the line, peak the largest ``wan_bin_s`` bin. Bytes of a
   transfer cancelled because its request finished on RLD count as far as they were sent.
 - ``singular_share``: requests the singular filter sent to P-RLD, over all requests.
+- ``handoff_kv_share``: handoff chunks MD received as KV over the WAN, over all chunks (the
+  rest were recomputed from token IDs); each chunk takes whichever was predicted sooner.
 - ``preemptions``: sequences preempted (KV pages freed, recomputed later) on any instance.
 - Utilisation per role: busy time over instances x makespan.
 """
@@ -94,6 +96,7 @@ class Summary:
     wan_busy_s: float = 0.0
     wan_cancelled: int = 0
     preemptions: int = 0
+    handoff_kv_share: float = 0.0
 
     def compare_dict(self) -> dict[str, float]:
         """Exactly the keys of ``pdd compare --json`` (NaN becomes None in JSON)."""
@@ -185,7 +188,15 @@ def summarize(
         wan_busy_s=wan_busy_s,
         wan_cancelled=wan_cancelled,
         preemptions=preemptions,
+        handoff_kv_share=_kv_share(served),
     )
+
+
+def _kv_share(served: Sequence[RequestRecord]) -> float:
+    """Share of handoff chunks absorbed by shipping their KV rather than recomputing them."""
+    kv = sum(r.kv_handoffs for r in served)
+    total = kv + sum(r.id_handoffs for r in served)
+    return kv / total if total else 0.0
 
 
 def sla_window(records: Sequence[RequestRecord], sla: SLA) -> metrics.SlaWindow:
