@@ -56,6 +56,7 @@ from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
 from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
+from pdd_core.sim.sessions import ClosedLoop
 from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import transfer_time
 from pdd_core.workload import Request
@@ -98,6 +99,7 @@ class Simulator:
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._progress = progress
+        self._sessions: ClosedLoop | None = None
         rng = np.random.default_rng(config.seed)
         built = build_instances(self, topology, policy, model=self.model, config=config, rng=rng)
         self.prefill = built.prefill
@@ -145,6 +147,9 @@ class Simulator:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self, requests: Iterable[Request]) -> list[RequestRecord]:
+        if self.config.closed_loop:
+            self._sessions = ClosedLoop(requests)
+            requests = self._sessions.first
         arrivals = iter(requests)
         last = -1.0
         heap = self._heap
@@ -176,11 +181,21 @@ class Simulator:
         self.records.append(flight.record(now))
         if self._progress is not None:
             self._progress(len(self.records))
+        if self._sessions is not None:
+            self._next_turn(flight.request, now)
 
     def _reject(self, request: Request, pipeline: Pipeline, reason: str, hit: int) -> None:
         self.records.append(rejected_record(request, pipeline, reason, hit))
         if self._progress is not None:
             self._progress(len(self.records))
+        if self._sessions is not None:
+            self._next_turn(request, self.now)
+
+    def _next_turn(self, request: Request, ended_s: float) -> None:
+        assert self._sessions is not None
+        turn = self._sessions.after(request, ended_s)
+        if turn is not None:
+            self.schedule(turn.arrival_s, lambda: self._arrive(turn))
 
     # ---- arrival and routing -------------------------------------------------------------
 
