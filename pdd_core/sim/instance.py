@@ -53,7 +53,7 @@ def prefill_timing(
 
 
 def prefill_s(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: int, *, batch: int = 1
+    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
 ) -> float:
     """Seconds of ``prefill_timing``."""
     return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
@@ -145,7 +145,7 @@ class Instance:
         role: Role | None,
         model: ModelSpec,
         chip: ChipSpec,
-        tp: int,
+        tp: perf.ShapeLike,
         kv_tokens: int,
         max_batch: int,
         chunk_tokens: int,

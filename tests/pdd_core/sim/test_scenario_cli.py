@@ -21,7 +21,12 @@ def test_reference_scenario_loads_with_the_catalog_chips_and_88_gpu_a_baseline()
     scenario = load_scenario(REFERENCE)
     assert scenario.model_id == "ref-1t-mla"
     assert {p.chip for p in scenario.pdd.pools} == {"gpu-a", "gpu-b"}
-    assert sum(p.instances * p.tp for p in scenario.baseline.pools if p.chip == "gpu-a") == 88
+    assert (
+        sum(
+            p.instances * p.chips_per_instance for p in scenario.baseline.pools if p.chip == "gpu-a"
+        )
+        == 88
+    )
 
 
 @pytest.mark.parametrize(
