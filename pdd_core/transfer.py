@@ -12,8 +12,8 @@ Protocol assumptions, stated once:
   registration, the request message) is added on top; it uses no bandwidth.
 - TCP slow start (``initial_window_bytes`` > 0): the sender's window starts at that size and
   doubles every RTT until it covers the flow's share of the bandwidth-delay product; a transfer
-  pays ``sum over slow-start rounds of (RTT - window / share)`` on top of ``bytes / share``
-  (``slow_start_extra_s``). With 0 the connection's window is already open (a long-lived
+  pays ``sum over its full slow-start rounds of (RTT - window / share)`` on top of
+  ``bytes / share`` (``slow_start_extra_s``). With 0 the connection's window is already open (a long-lived
   connection with ``tcp_slow_start_after_idle`` off), as before.
 - Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer and
   is heavy-tailed, as measured WAN delay and throughput are: an extra delay from a Lomax
@@ -78,10 +78,13 @@ def slow_start_extra_s(
 ) -> float:
     """Seconds TCP slow start adds to a transfer of ``nbytes`` at ``share_bytes_per_s``.
 
-    Each round trip the window (from ``initial_window_bytes``, doubling) sends one window;
-    while the window is below the share's bandwidth-delay product a round costs ``rtt`` where
-    the share would have sent it in ``window / share``. Rounds stop once the window covers the
-    product or the bytes are sent. Zero without a window, a round trip or bytes.
+    Each round trip the window (from ``initial_window_bytes``, doubling) sends one window and
+    waits for its acknowledgements: while the window is below the share's bandwidth-delay
+    product and does not finish the transfer, a round costs ``rtt`` where the share would have
+    sent it in ``window / share``. The rest goes at the share (the last window's bytes arrive
+    within the transfer's final round trip, counted by the caller). Zero without a window, a
+    round trip or bytes. More bandwidth never makes the total longer: an extra round it adds
+    replaces bytes the slower share took at least a round trip to send.
     """
     if initial_window_bytes <= 0 or rtt_s <= 0 or nbytes <= 0 or share_bytes_per_s <= 0:
         return 0.0
@@ -89,10 +92,9 @@ def slow_start_extra_s(
     window = initial_window_bytes
     sent = 0.0
     extra = 0.0
-    while window < bdp and sent < nbytes:
-        chunk = min(window, nbytes - sent)
-        extra += rtt_s - chunk / share_bytes_per_s
-        sent += chunk
+    while window < bdp and sent + window < nbytes:
+        extra += rtt_s - window / share_bytes_per_s
+        sent += window
         window *= 2.0
     return extra
 
