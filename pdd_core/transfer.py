@@ -13,8 +13,8 @@ Protocol assumptions, stated once:
 - TCP slow start (``initial_window_bytes`` > 0): the sender's window starts at that size and
   doubles every RTT until it covers the flow's share of the bandwidth-delay product; a transfer
   pays ``sum over its full slow-start rounds of (RTT - window / share)`` on top of
-  ``bytes / share`` (``slow_start_extra_s``). With 0 the connection's window is already open (a long-lived
-  connection with ``tcp_slow_start_after_idle`` off), as before.
+  ``bytes / share`` (``slow_start_extra_s``). With 0 the connection's window is already open
+  (a long-lived connection with ``tcp_slow_start_after_idle`` off), as before.
 - Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer and
   is heavy-tailed, as measured WAN delay and throughput are: an extra delay from a Lomax
   (Pareto II) law of shape ``JITTER_SHAPE`` with mean ``jitter_ms``, and a bandwidth factor
