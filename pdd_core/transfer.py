@@ -11,10 +11,13 @@ Protocol assumptions, stated once:
   the sender's acknowledgement. A fixed per-transfer ``setup_s`` (block lookup, memory
   registration, the request message) is added on top; it uses no bandwidth.
 - TCP slow start (``initial_window_bytes`` > 0): the sender's window starts at that size and
-  doubles every RTT until it covers the flow's share of the bandwidth-delay product; a transfer
-  pays ``sum over its full slow-start rounds of (RTT - window / share)`` on top of
-  ``bytes / share`` (``slow_start_extra_s``). With 0 the connection's window is already open
-  (a long-lived connection with ``tcp_slow_start_after_idle`` off), as before.
+  doubles every RTT until it covers the line's bandwidth-delay product (where slow start ends
+  on the path's first loss or ``ssthresh``); a transfer pays ``sum over its full slow-start
+  rounds of (RTT - window / line rate)`` on top of ``bytes / share``
+  (``slow_start_extra_s``), as latency that uses no bandwidth. Charging it at the line rate
+  rather than the flow's momentary share keeps a faster line from ever finishing any flow
+  later (a property test holds the flow model to that). With 0 the connection's window is
+  already open (a long-lived connection with ``tcp_slow_start_after_idle`` off), as before.
 - Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer and
   is heavy-tailed, as measured WAN delay and throughput are: an extra delay from a Lomax
   (Pareto II) law of shape ``JITTER_SHAPE`` with mean ``jitter_ms``, and a bandwidth factor
@@ -113,11 +116,10 @@ def ideal_transfer_s(
     ``setup + bytes / share + slow-start extra + RTT`` (see the module docstring): plain
     numbers in and out, so the router's predictor (``pdd_core.predict``) calls it directly.
     """
-    share = bytes_per_s / flows
     return (
         setup_s
-        + nbytes / share
-        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + nbytes * flows / bytes_per_s
+        + slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
         + rtt_s
     )
 
@@ -143,12 +145,12 @@ def transfer_time(
     if flows < 1:
         raise ValueError(f"flows: must be at least 1, got {flows!r}")
     jitter = sample_jitter(link, rng)
-    share = link.bytes_per_s / flows * jitter.bandwidth_factor
+    rate = link.bytes_per_s * jitter.bandwidth_factor
     rtt_s = link.rtt_ms / 1000.0
     return (
         setup_s
-        + nbytes / share
-        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + nbytes * flows / rate
+        + slow_start_extra_s(nbytes, rate, rtt_s, initial_window_bytes)
         + rtt_s
         + jitter.delay_s
     )
@@ -233,13 +235,12 @@ class FairShareLink:
         self._progress(now)
         jitter = sample_jitter(self.link, self._rng)
         rtt_s = self.link.rtt_ms / 1000.0
-        # Slow start is charged at the share the flow gets when it starts, as latency that
-        # uses no bandwidth (the window, not the line, limits it), so rates never sum above
-        # the line rate.
+        # Slow start is charged as latency that uses no bandwidth (the window, not the line,
+        # limits it), so rates never sum above the line rate (module docstring).
         ramp = 0.0
         if self.initial_window_bytes > 0:
-            share = self.link.bytes_per_s / (self.active_flows + 1) * jitter.bandwidth_factor
-            ramp = slow_start_extra_s(nbytes, share, rtt_s, self.initial_window_bytes)
+            rate = self.link.bytes_per_s * jitter.bandwidth_factor
+            ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
         flow = _Flow(
             nbytes=nbytes,
             started_s=now,

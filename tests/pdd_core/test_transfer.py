@@ -116,7 +116,7 @@ def test_ideal_transfer_adds_setup_slow_start_and_one_rtt() -> None:
     seconds = ideal_transfer_s(GB, 1e9, 0.01, flows=2, setup_s=0.003, initial_window_bytes=1e6)
     share = 0.5e9
     assert seconds == pytest.approx(
-        0.003 + GB / share + slow_start_extra_s(GB, share, 0.01, 1e6) + 0.01
+        0.003 + GB / share + slow_start_extra_s(GB, 1e9, 0.01, 1e6) + 0.01
     )
     assert transfer_time(LINE, GB, setup_s=0.003) == pytest.approx(1.013)
 
