@@ -2,9 +2,10 @@
 
 A heap of ``(time, sequence, callback)`` events drives ``Instance`` passes (see
 ``instance.py``), WAN lines (``wan.py``) and fixed-time RDMA transfers. Arrivals are pulled from
-the request iterator one at a time, so the heap holds only what is in flight. Every routing
-decision is ``pdd_core.routing``'s; every duration is ``pdd_core.perf``'s or
-``pdd_core.transfer``'s.
+the request iterator one at a time (or, closed-loop, each session's next turn when its previous
+one ends: ``sessions.py``), so the heap holds only what is in flight. Every routing feature is
+``pdd_core.predict``'s (``features.py``), every decision ``pdd_core.routing``'s; every duration
+is ``pdd_core.perf``'s or ``pdd_core.transfer``'s.
 
 Per policy (DOMAIN.md sections 2-4):
 
@@ -13,11 +14,13 @@ Per policy (DOMAIN.md sections 2-4):
 - ``naive-cross-dc``: P in A -> whole KV over the WAN -> D in B.
 - ``pdd``: P-MD sends only the blocks MD's DRC lacks over the WAN; P-RLD-MD sends the KV to
   RLD over RDMA and to MD over the WAN at once, RLD decodes eagerly, and when MD has the KV the
-  token IDs are handed over (one-shot or extend-decode, MD paying ``perf.extend_time``);
-  singular requests are finished on RLD with no WAN transfer.
+  eager tokens are handed over (one-shot or extend-decode; per chunk MD recomputes their KV
+  from the token IDs or receives it over the WAN, whichever is predicted sooner); a relayed
+  request that ends on RLD first cancels its WAN transfer; singular requests are finished on
+  RLD with no WAN transfer.
 
-The first token of a request is emitted by the first decode step of the instance that decodes
-it, so a lone request's TTFT is exactly prefill + transfer + first step.
+The first token of a request is sampled at the end of its prefill and emitted when the
+decoding instance admits the sequence, so a lone request's TTFT is exactly prefill + transfer.
 """
 
 from __future__ import annotations
@@ -32,17 +35,9 @@ import numpy as np
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import (
-    LinkState,
-    Prediction,
     PrefillState,
     choose_prefill,
-    choose_relay,
-    decode_wait_s,
-    least,
     link_s,
-    predict,
-    predicted_ttft_s,
-    relay_instead,
     ship_kv_instead,
 )
 from pdd_core.routing import (
@@ -50,10 +45,10 @@ from pdd_core.routing import (
     Pipeline,
     RoutingTable,
     choose_handoff_mode,
-    predict_rejection,
 )
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
+from pdd_core.sim.features import Features
 from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
@@ -72,7 +67,7 @@ def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
         cache.insert(hashes)
 
 
-class Simulator:
+class Simulator(Features):
     """One run of ``policy`` on ``topology``; call ``run(requests)`` once."""
 
     def __init__(
@@ -199,12 +194,6 @@ class Simulator:
 
     # ---- arrival and routing -------------------------------------------------------------
 
-    def _hit(self, inst: Instance, request: Request) -> int:
-        if inst.cache is None or not request.block_hashes:
-            return 0
-        blocks = inst.cache.peek(request.block_hashes)
-        return min(blocks * self.config.block_size, request.input_tokens - 1)
-
     def _arrive(self, request: Request) -> None:
         size = request.input_tokens
         prefills = []
@@ -242,61 +231,6 @@ class Simulator:
             self.now,
         )
 
-    def _wan_state(self) -> LinkState:
-        assert self.wan is not None
-        config = self.config
-        return LinkState.of(
-            self.wan.spec,
-            self.wan.link.active_flows,
-            setup_ms=config.wan_setup_ms,
-            initial_window_bytes=config.wan_initial_window_bytes,
-            utilisation=self.wan.utilisation(self.now),
-        )
-
-    def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
-        """Predicted TTFT of a baseline policy (``pdd_core.predict``), over the SLA or not."""
-        size = flight.request.input_tokens
-        transfer = wait = 0.0
-        if self.policy is Policy.COLOCATED:
-            flight.pipeline = Pipeline.COLOCATED
-        else:
-            target = self.decode[self._least_loaded(self.decode)].decode_state()
-            wait = decode_wait_s(target, size + 1)
-            nbytes = size * self._kv_per_token
-            if self.policy is Policy.SAME_DC:
-                transfer = link_s(self._rdma_state(), nbytes)
-            else:
-                transfer = link_s(self._wan_state(), nbytes)
-        ttft = predicted_ttft_s(p.queued_s, p.prefill_s, transfer, wait)
-        return predict_rejection(ttft, self.sla, self.table)
-
-    def _predict_pdd(
-        self, request: Request, prefills: list[PrefillState], output: int
-    ) -> Prediction:
-        drc = self.config.drc
-        mains = [md.decode_state(self._hit(md, request) if drc else 0) for md in self.decode]
-        return predict(
-            input_tokens=request.input_tokens,
-            output_tokens=output,
-            prefills=prefills,
-            mains=mains,
-            relays=[r.decode_state() for r in self.relay],
-            wan=self._wan_state(),
-            rdma=self._rdma_state(),
-            kv_bytes_per_token=self._kv_per_token,
-            table=self.table,
-            sla=self.sla,
-        )
-
-    def _rdma_state(self) -> LinkState:
-        if self.rdma is None:
-            raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return LinkState.of(self.rdma)
-
-    def _least_loaded(self, instances: list[Instance]) -> int:
-        """``predict.choose_relay``'s rule (least ``decode_load``, lower index on ties)."""
-        return least([i.load for i in instances])
-
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]
 
@@ -328,34 +262,6 @@ class Simulator:
             self._to_md(flight, flight.md_index, now)
         else:
             self._to_relay(flight, now)
-
-    def _relay_now(self, flight: Flight, now: float) -> bool:
-        """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
-        flows and the decoders' queues of now); switch to the relay if it is sooner."""
-        request = flight.request
-        md = self.decode[flight.md_index]
-        hit = self._hit(md, request) if self.config.drc else 0
-        size = request.input_tokens
-        kv = self._kv_per_token
-        wan_s = link_s(self._wan_state(), (size - hit) * kv)
-        md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
-        states = [r.decode_state() for r in self.relay]
-        relay_index = choose_relay(states)
-        relay_wait = decode_wait_s(states[relay_index], size + 1)
-        rdma_s = link_s(self._rdma_state(), size * kv)
-        elapsed = now - flight.arrival_s
-        if not relay_instead(
-            elapsed,
-            wan_s=wan_s,
-            md_wait_s=md_wait,
-            rdma_s=rdma_s,
-            relay_wait_s=relay_wait,
-            ttft_target_s=self.sla.ttft_p90_s,
-        ):
-            return False
-        flight.pipeline = Pipeline.P_RLD_MD
-        flight.relay_index = relay_index
-        return True
 
     def _wan_bytes(self, flight: Flight, md: Instance) -> float:
         request = flight.request

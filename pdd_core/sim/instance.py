@@ -30,108 +30,24 @@ sampled at the end of its prefill: the decoding instance emits it when it admits
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import deque
-from collections.abc import Callable
-from typing import Protocol
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import DecodeState, occupancy
-from pdd_core.sim.records import Flight
+from pdd_core.sim.work import (
+    LINE_PROBE_TOKENS,
+    MEMO_LIMIT,
+    Host,
+    Job,
+    Seq,
+    prefill_s,
+    prefill_timing,
+)
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
-
-@functools.lru_cache(maxsize=1 << 16)
-def prefill_timing(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: int, *, batch: int = 1
-) -> perf.Timing:
-    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
-    on identical instances, and the specs are frozen and hashable, so it is exact."""
-    return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
-
-
-def prefill_s(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
-) -> float:
-    """Seconds of ``prefill_timing``."""
-    return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
-
-
-# Entries of an instance's prefill-time memo before it is cleared (bounds memory on long runs).
-_MEMO_LIMIT = 1 << 16
-
-# Context per sequence of the second point used to fit the decode-step lines (any large value).
-_LINE_PROBE_TOKENS = 1 << 20
-
-
-class Host(Protocol):
-    """What an instance needs from the simulator: a clock and callbacks."""
-
-    def schedule(self, t: float, fn: Callable[[], None]) -> None: ...
-
-    def on_seq_finished(self, seq: Seq, now: float) -> None: ...
-
-    def on_probe(self, seq: Seq, now: float) -> bool: ...
-
-
-class Job:
-    """Prefill (or extend, or recompute) work of one request: ``remaining`` new tokens over
-    ``cached``; ``on_done`` is called with the time its last chunk ends."""
-
-    __slots__ = ("cached", "estimate_s", "flight", "on_done", "remaining")
-
-    def __init__(
-        self,
-        flight: Flight,
-        new_tokens: int,
-        cached: int,
-        estimate_s: float,
-        on_done: Callable[[float], None],
-    ) -> None:
-        self.flight = flight
-        self.remaining = new_tokens
-        self.cached = cached
-        self.estimate_s = estimate_s
-        self.on_done = on_done
-
-
-class Seq:
-    """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit.
-
-    ``shared`` is the prefix it references in the instance's radix cache (MD's DRC, a
-    colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
-    shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
-    sequence whose pages were freed and whose context must be recomputed on readmission.
-    """
-
-    __slots__ = (
-        "allocated",
-        "context",
-        "done",
-        "flight",
-        "in_batch",
-        "preempted",
-        "probe",
-        "remaining",
-        "role",
-        "shared",
-    )
-
-    def __init__(
-        self, flight: Flight, context: int, tokens: int, role: Role, shared: int = 0
-    ) -> None:
-        self.flight = flight
-        self.context = context
-        self.shared = min(shared, context)
-        self.remaining = tokens
-        self.done = 0
-        self.allocated = 0
-        self.role = role
-        self.probe = False
-        self.in_batch = False
-        self.preempted = False
+__all__ = ["Host", "Instance", "Job", "Seq", "prefill_s", "prefill_timing"]
 
 
 class Instance:
@@ -220,7 +136,7 @@ class Instance:
         lines = self._step_lines.get(batch)
         if lines is None:
             at_zero = perf.decode_step_time(self.model, self.chip, [0] * batch, self.tp)
-            far = _LINE_PROBE_TOKENS
+            far = LINE_PROBE_TOKENS
             at_far = perf.decode_step_time(self.model, self.chip, [far] * batch, self.tp)
             span = far * batch
             lines = (
@@ -240,7 +156,7 @@ class Instance:
         timing = self._prefill_memo.get(key)
         if timing is None:
             timing = prefill_timing(self.model, self.chip, new, cached, self.tp, batch=batch)
-            if len(self._prefill_memo) >= _MEMO_LIMIT:
+            if len(self._prefill_memo) >= MEMO_LIMIT:
                 self._prefill_memo.clear()
             self._prefill_memo[key] = timing
         return timing
