@@ -77,14 +77,15 @@ def simulate(
         ("colocated", sim.prefill)
         if policy is Policy.COLOCATED
         else (str(Role.PREFILL), sim.prefill),
-        (str(Role.RELAY_DECODE), sim.relay),
+        # RLD time-shared on P (``rld_mode``) has no instances of its own to count.
+        (str(Role.RELAY_DECODE), [] if sim.relay is sim.prefill else sim.relay),
         (str(Role.MAIN_DECODE), sim.decode),
     )
     for role, instances in groups:
         if instances:
             busy[role] = (sum(i.busy_s for i in instances), len(instances))
     series = sim.wan.gbps_series() if sim.wan is not None else []
-    instances = [*sim.prefill, *sim.relay, *sim.decode]
+    instances = {id(i): i for i in (*sim.prefill, *sim.relay, *sim.decode)}.values()
     summary = summarize(
         str(policy),
         records,

@@ -4,12 +4,14 @@ line's busy-span rate is reported."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pdd_core import perf
 from pdd_core.routing import RoutingTable
 from pdd_core.sim import SimConfig, simulate
-from pdd_core.specs import topology_from_dict
+from pdd_core.specs import RldMode, topology_from_dict
 from pdd_core.workload import Request
 
 from .conftest import MODEL, two_sites
@@ -92,3 +94,16 @@ def test_slow_start_lengthens_a_cold_wan_transfer():
         config=SimConfig(wan_initial_window_bytes=14_600, wan_setup_ms=2.0),
     )
     assert cold.records[0].transfer_s > warm.records[0].transfer_s + 0.002
+
+
+def test_shared_rld_decodes_relayed_requests_on_the_prefill_instances():
+    raw = two_sites()
+    raw["pools"] = [p for p in raw["pools"] if p["role"] != "RLD"]
+    topology = replace(topology_from_dict(raw), rld_mode=RldMode.SHARED)
+    result = simulate(topology, "pdd", [_lone()], model_id=MODEL, table=RELAY_ALL)
+    record = result.records[0]
+    assert record.pipeline == "P-RLD-MD"
+    assert record.tokens_rld > 0
+    assert record.tokens_rld + record.tokens_md == 2000
+    # No RLD pool: the relay's busy time is the P instances', not counted twice.
+    assert set(result.summary.utilisation) == {"P", "MD"}
