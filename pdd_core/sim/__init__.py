@@ -85,7 +85,7 @@ def simulate(
         if instances:
             busy[role] = (sum(i.busy_s for i in instances), len(instances))
     series = sim.wan.gbps_series() if sim.wan is not None else []
-    instances = {id(i): i for i in (*sim.prefill, *sim.relay, *sim.decode)}.values()
+    every = list({id(i): i for i in (*sim.prefill, *sim.relay, *sim.decode)}.values())
     summary = summarize(
         str(policy),
         records,
@@ -96,6 +96,6 @@ def simulate(
         wan_series=series,
         wan_busy_s=sim.wan.busy_s if sim.wan is not None else 0.0,
         wan_cancelled=sim.wan.cancelled if sim.wan is not None else 0,
-        preemptions=sum(i.preemptions for i in instances),
+        preemptions=sum(i.preemptions for i in every),
     )
     return SimResult(summary=summary, records=records, wan_series=series)
