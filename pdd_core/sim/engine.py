@@ -130,6 +130,12 @@ class Simulator(Features):
         pending = seq.done - flight.absorbed
         if flight.handoff_mode is HandoffMode.NONE:
             relay = self._relay_of(seq)
+            wait = self._md_admission_wait(flight, seq.context)
+            if wait > 0:
+                # MD has no room for the sequence yet: RLD keeps decoding (masking MD's queue
+                # is what the relay is for) and asks again when MD should have room.
+                self.schedule(now + wait, lambda: relay.probe(seq, self.now))
+                return False
             flight.handoff_mode = choose_handoff_mode(seq.done, relay.load, self.table)
         chunk = self.table.handoff_chunk_tokens
         if flight.handoff_mode is HandoffMode.ONE_SHOT or pending <= chunk:

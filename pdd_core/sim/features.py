@@ -131,3 +131,8 @@ class Features:
         flight.pipeline = Pipeline.P_RLD_MD
         flight.relay_index = relay_index
         return True
+
+    def _md_admission_wait(self, flight: Flight, context: int) -> float:
+        """``predict.decode_wait_s`` of the request's MD for its context (DRC prefix shared)."""
+        md = self.decode[flight.md_index]
+        return decode_wait_s(md.decode_state(flight.hit_md), context - flight.hit_md + 1)

@@ -107,3 +107,19 @@ def test_shared_rld_decodes_relayed_requests_on_the_prefill_instances():
     assert record.tokens_rld + record.tokens_md == 2000
     # No RLD pool: the relay's busy time is the P instances', not counted twice.
     assert set(result.summary.utilisation) == {"P", "MD"}
+
+
+def test_rld_keeps_decoding_while_md_has_no_room_for_the_handoff():
+    # MD (H20 x 8, half its KV for the DRC) holds one 40K-token sequence at a time. Without
+    # the admission check the second request would stall on MD's queue for the whole of the
+    # first one's decode (~3,000 steps); with it RLD keeps emitting its tokens.
+    requests = [
+        Request(id=f"r{i}", arrival_s=1.0 + 0.01 * i, input_tokens=40_000, output_tokens=3000)
+        for i in range(2)
+    ]
+    result = simulate(_topology(20.0, 40.0), "pdd", requests, model_id=MODEL, table=RELAY_ALL)
+    records = {r.id: r for r in result.records}
+    assert {r.pipeline for r in records.values()} == {"P-RLD-MD"}
+    assert records["r1"].longest_stall_s < 1.0
+    assert records["r1"].tokens_rld > records["r0"].tokens_rld
+    assert records["r1"].tokens_rld + records["r1"].tokens_md == 3000
