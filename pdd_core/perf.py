@@ -188,11 +188,18 @@ def min_tp(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> int:
 def min_shape(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> InstanceShape:
     """The valid shape with the fewest chips whose one rank holds ``kv_tokens`` tokens of KV.
 
+    Only shapes that pack whole nodes count (a divisor or a multiple of ``chips_per_node``).
     Ties go to the larger tp (faster single-request prefill), then the shallower pipeline.
     Raises ``ValueError`` when no valid shape of up to 8 pipeline stages holds it.
     """
     need = max(kv_tokens, 1)
-    fits = [s for s in valid_shapes(model, chip) if kv_tokens_per_rank(model, chip, s) >= need]
+    node = chip.chips_per_node
+    fits = [
+        s
+        for s in valid_shapes(model, chip)
+        if kv_tokens_per_rank(model, chip, s) >= need
+        and (s.chips % node == 0 or node % s.chips == 0)
+    ]
     if not fits:
         raise ValueError(f"{model.id} with {kv_tokens} KV tokens has no valid shape on {chip.id}")
     return min(fits, key=lambda s: (s.chips, -s.tp, s.pp))
