@@ -64,7 +64,14 @@ def build_instances(
         if p_site == d_site:
             raise ValueError(f"pools: {policy} needs MD in another site than P")
         spec = _link(topology, p_site, d_site, LinkKind.WAN)
-        wan = WanLine(host, spec, rng, config.wan_bin_s)
+        wan = WanLine(
+            host,
+            spec,
+            rng,
+            config.wan_bin_s,
+            setup_s=config.wan_setup_ms / 1000.0,
+            initial_window_bytes=config.wan_initial_window_bytes,
+        )
     elif policy is Policy.SAME_DC and p_site != d_site:
         raise ValueError("pools: same-dc needs P and D in one site")
     return Built(prefill, relay, decode, rdma, wan)
