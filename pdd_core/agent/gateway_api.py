@@ -35,8 +35,13 @@ from aiohttp.typedefs import Handler
 from pdd_core.agent.config import hash_key
 from pdd_core.agent.gateway import Gateway
 from pdd_core.agent.gateway_types import Outcome, Route, UpstreamError
-from pdd_core.agent.openai_format import Completion, HttpError, chat_prompt
-from pdd_core.engine.tokenizer import ByteTokenizer
+from pdd_core.agent.openai_format import (
+    Completion,
+    HttpError,
+    output_budget,
+    prompt_tokens,
+    request_text,
+)
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
@@ -114,7 +119,6 @@ class GatewayApi:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.config = gateway.config
-        self.tokenizer = ByteTokenizer()
         self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[envelope])
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/v1/models", self._models)
@@ -183,27 +187,13 @@ class GatewayApi:
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
         return body
 
-    def _prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
-        if chat:
-            text = chat_prompt(body.get("messages"))
-        else:
-            given = body.get("prompt")
-            if isinstance(given, list) and len(given) == 1:
-                given = given[0]
-            if not isinstance(given, str) or not given:
-                raise HttpError(400, "prompt: must be a non-empty string", "invalid_request_error")
-            text = given
-        tokens = self.tokenizer.encode(text)
-        if len(tokens) > self.config.limits.max_prompt_tokens:
-            raise HttpError(
-                400,
-                "prompt: too long for this model",
-                "invalid_request_error",
-                "context_length_exceeded",
-            )
-        return tokens
+    async def _prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
+        given = request_text(body, chat)
+        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
+            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
+        return prompt_tokens(given, self.gateway.tokenizer)
 
-    def _max_tokens(self, body: dict[str, Any]) -> int:
+    def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
         choices = body.get("n")
         if choices is not None and (isinstance(choices, bool) or choices != 1):
             raise HttpError(
@@ -213,13 +203,12 @@ class GatewayApi:
                 "unsupported_value",
                 param="n",
             )
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-        if max_tokens is None:
-            return self.config.limits.default_max_tokens
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            message = "max_tokens: must be a positive integer"
-            raise HttpError(400, message, "invalid_request_error", param="max_tokens")
-        return int(max_tokens)
+        return output_budget(
+            prompt,
+            body.get("max_completion_tokens", body.get("max_tokens")),
+            self.config.limits.default_max_tokens,
+            self.gateway.context_tokens,
+        )
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         tenant, prefix = self._tenant(request)
@@ -234,8 +223,8 @@ class GatewayApi:
                 "model_not_found",
                 param="model",
             )
-        prompt = self._prompt(body, chat)
-        max_tokens = self._max_tokens(body)
+        prompt = await self._prompt(body, chat)
+        max_tokens = self._max_tokens(body, len(prompt))
         given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
@@ -249,12 +238,14 @@ class GatewayApi:
             )
             raise HttpError(
                 429,
-                "The data plane cannot meet the TTFT target now; retry later.",
+                f"The data plane cannot serve this request now ({route.reason}); retry later.",
                 "requests",
                 "rate_limit_exceeded",
                 {"retry-after": str(route.retry_after_s)},
             )
-        completion = Completion(chat, str(model), len(prompt), bool(body.get("return_token_ids")))
+        decoder = self.gateway.tokenizer.stream_decoder()
+        want_ids = bool(body.get("return_token_ids"))
+        completion = Completion(chat, str(model), len(prompt), want_ids, decoder)
         # The response id is the request id of the journal and the control plane's records.
         completion.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         request[REQUEST_ID] = completion.id
@@ -271,9 +262,15 @@ class GatewayApi:
         finally:
             await job.tokens.aclose()
             self.gateway.release(route)
-            if job.outcome is not None or not job.failed:
-                failed = job.failed
-                self.gateway.journal_outcome(job.outcome, route, tenant, prefix, failed=failed)
+            # Every admitted request leaves a record, a failure too (billed what it delivered).
+            self.gateway.journal_outcome(
+                job.outcome,
+                route,
+                tenant,
+                prefix,
+                failed=job.failed,
+                error=job.error or ("client gone" if job.failed else ""),
+            )
 
     async def _whole(self, job: Job) -> web.Response:
         try:
@@ -281,6 +278,7 @@ class GatewayApi:
                 job.completion.add(fresh)
                 job.outcome = seen
         except UpstreamError as exc:
+            job.error = str(exc)
             raise HttpError(502, str(exc), "server_error", "upstream_error") from None
         job.failed = False
         body = job.completion.full(job.outcome, job.route)
@@ -299,6 +297,7 @@ class GatewayApi:
                     job.outcome = seen
                     await send_event(response, completion.chunk(fresh))
             except UpstreamError as exc:
+                job.error = str(exc)
                 error = HttpError(502, str(exc), "server_error", "upstream_error")
                 await send_event(response, error.body())
                 await send_done(response)
@@ -321,6 +320,7 @@ class Job:
         self.tokens: AsyncGenerator[tuple[list[int], Outcome], None]
         self.outcome: Outcome | None = None
         self.failed = True
+        self.error = ""
 
     def headers(self) -> dict[str, str]:
         return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
