@@ -203,6 +203,17 @@ def dashboard_exprs() -> list[str]:
     return found
 
 
+def test_the_dashboard_panels_query_the_prometheus_data_source_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    queried = [p for p in panels if p["type"] != "row"]
+
+    assert len({p["id"] for p in panels}) == len(panels)
+    assert {p["datasource"]["uid"] for p in queried} == {"${datasource}"}
+    assert all(p["targets"] for p in queried)
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "site"]
+
+
 def test_every_metric_the_dashboard_and_the_rules_use_is_exported(viewer: Any, fleet: None) -> None:
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     recorded = {r["record"] for r in rules if "record" in r}
