@@ -71,6 +71,7 @@ def topology(tmp: Path, time_scale: float) -> Path:
     raw["routing"]["early_rejection"] = False
     raw["allow_route_override"] = True
     raw["limits"].update(prefill_batch=64, decode_batch=512, relay_batch=512, request_timeout_s=120)
+    raw["limits"]["max_prompt_tokens"] = 4096  # the old server reads 0 (no cap) as "too long"
     path = tmp / "topology.json"
     path.write_text(json.dumps(raw))
     return path
@@ -204,6 +205,8 @@ def table(title: str, latency: str, sides: dict[str, dict[str, Any]]) -> None:
     )
     rows = []
     for label, r in sides.items():
+        if not r["done"]:
+            raise SystemExit(f"{label}: every request failed ({r['failed']}); see the run logs")
         rate = r["done"] / r["wall_s"]
         p50, p99 = percentile(r["ttft"], 50), percentile(r["ttft"], 99)
         rows.append((rate, p99))
