@@ -65,9 +65,12 @@ sys.meta_path.insert(0, OldGatewayApi())
 '''
 
 
-def topology(tmp: Path, time_scale: float) -> Path:
-    raw = json.loads((ROOT / "fixtures/dataplane/timed.json").read_text())
-    raw["engine"]["time_scale"] = time_scale
+def topology(tmp: Path, step_s: float) -> Path:
+    """The TinyTransformer plane of the system tests (byte tokens, so that both servers do the
+    same tokenizing work), paced at ``step_s`` per decode step, with wide batches, early
+    rejection off and route overrides on."""
+    raw = json.loads((ROOT / "fixtures/dataplane/tiny.json").read_text())
+    raw["engine"]["decode_step_s"] = step_s
     raw["routing"]["early_rejection"] = False
     raw["allow_route_override"] = True
     raw["limits"].update(prefill_batch=64, decode_batch=512, relay_batch=512, request_timeout_s=120)
@@ -163,12 +166,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_plane(name: str, tmp: Path, env_path: Path | None, time_scale: float) -> DataPlane:
+def start_plane(name: str, tmp: Path, env_path: Path | None, step_s: float) -> DataPlane:
     saved = os.environ.get("PYTHONPATH")
     if env_path is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(env_path), saved) if p)
     try:
-        plane = DataPlane(topology(tmp, time_scale), tmp / f"run-{name}")
+        plane = DataPlane(topology(tmp, step_s), tmp / f"run-{name}")
         plane.start(timeout_s=90)
     finally:
         if saved is None:
@@ -247,7 +250,7 @@ def main() -> None:
     parser.add_argument("--models-requests", type=int, default=5000, help="per round and side")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=16)
-    parser.add_argument("--time-scale", type=float, default=0.001)
+    parser.add_argument("--step-s", type=float, default=0.001, help="decode step pacing")
     parser.add_argument("--pipeline", default="P-RLD")
     parser.add_argument("--before", default="ff35434", help="commit of the old HTTP module")
     args = parser.parse_args()
@@ -259,8 +262,8 @@ def main() -> None:
         try:
             old = old_module_path(tmp, args.before)
             label = f"before ({args.before}, hand-written)"
-            planes[label] = start_plane("before", tmp, old, args.time_scale)
-            planes["after (aiohttp.web)"] = start_plane("after", tmp, None, args.time_scale)
+            planes[label] = start_plane("before", tmp, old, args.step_s)
+            planes["after (aiohttp.web)"] = start_plane("after", tmp, None, args.step_s)
             streams = run(planes, args, models=False)
             models_args = argparse.Namespace(**{**vars(args), "requests": args.models_requests})
             models = run(planes, models_args, models=True)
