@@ -2,11 +2,12 @@
 before (commit ff35434) against aiohttp's, side by side in one run.
 
 Each side gets a fresh data plane of real processes (``pdd up``'s supervisor) on the
-TimedEngine topology, identical but for the gateway's HTTP module: for "before" the gateway
-child imports ``pdd_core/agent/gateway_api.py`` as it was at ``--before`` (read with ``git
-show`` into a temporary directory and put in front of the real one by a ``sitecustomize``
-finder on the child's ``PYTHONPATH``). The plane is made cheap on purpose (passes at
-``--time-scale`` of the roofline, wide batches, early rejection off, pipeline P-RLD in one
+TinyTransformer topology of the system tests, identical but for the gateway's HTTP module: for
+"before" the gateway child imports ``pdd_core/agent/gateway_api.py`` as it was at ``--before``
+(read with ``git show`` into a temporary directory and put in front of the real one by a
+``sitecustomize`` finder on the child's ``PYTHONPATH``). The tiny model tokenizes bytes, as the
+old module did, so both sides do the same tokenizing work. The plane is made cheap on purpose
+(decode steps paced at ``--step-s``, wide batches, early rejection off, pipeline P-RLD in one
 site) so that the HTTP layer, not decoding, is what the two sides differ in.
 
 Both planes run at once; ``--rounds`` rounds alternate between them (and which goes first), so
