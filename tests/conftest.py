@@ -46,7 +46,13 @@ def issue_token(db: Any) -> Callable[[str], str]:
     counter = iter(range(10_000))
 
     def make(scope: str) -> str:
-        return api_token_issue(name=f"{scope}-{next(counter)}", scope=scope).secret
+        # Agent tokens are always site-bound: the agent persona reports for site ``dc-a``.
+        site = None
+        if scope == "agent":
+            from controlplane.inventory.models import Site
+
+            site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
+        return api_token_issue(name=f"{scope}-{next(counter)}", scope=scope, site=site).secret
 
     return make
 

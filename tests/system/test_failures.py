@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pdd_core.agent.supervisor import DataPlane
-from tests.system.conftest import TINY, post, start_plane
+from tests.system.conftest import TINY, post, start_plane, tracebacks
 
 pytestmark = pytest.mark.system
 
@@ -33,6 +33,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
     )
     yield plane
     plane.stop()
+    assert tracebacks(plane.run_dir) == []
 
 
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -98,11 +99,13 @@ class Demo:
         self.stop = threading.Event()
         self.run_dir = demo_dir()
 
-    def _spawn(self, command: list[str], log: Path | None) -> subprocess.Popen[str]:
+    def _spawn(
+        self, command: list[str], log: Path | None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         out: Any = log.open("a") if log else subprocess.PIPE
         return subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True,
+            text=True, env=env,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -134,11 +137,13 @@ class Demo:
             [python, "manage.py", "evaluate_alerts", "--every", "5"],
             self.run_dir / "alerts.log",
         ))  # fmt: skip
-        tokens = [f"--token={slug}={t}" for slug, t in self.demo.agent_tokens.items()]
+        # Site tokens travel in the environment: a command line is visible to ps.
+        tokens = ",".join(f"{slug}={t}" for slug, t in self.demo.agent_tokens.items())
         up = self._spawn(
             [python, "-m", "pdd_core", "up", str(self._topology()), "--run-dir",
-             str(self.run_dir / "dataplane"), "--control-plane", self.url, *tokens],
+             str(self.run_dir / "dataplane"), "--control-plane", self.url],
             None,
+            env={**os.environ, "PDD_CONTROL_TOKENS": tokens},
         )  # fmt: skip
         self.children.append(up)
         gateway = self._await_gateway(up, 90)
