@@ -142,7 +142,7 @@ def test_ttft_chart_fits_the_data_and_draws_the_sla_as_a_line_over_a_breach_band
     screenshot(page, "overview-ttft")
 
 
-def test_the_still_filling_window_is_drawn_dotted_and_apart(
+def test_the_still_filling_window_is_drawn_dotted_and_a_silent_window_breaks_the_line(
     live_server_url: str, seeded: None, page: Any
 ) -> None:
     log_in(page, live_server_url, "ops", "ops-pass-123")
@@ -158,13 +158,20 @@ def test_the_still_filling_window_is_drawn_dotted_and_apart(
           Date.now = () => now;
           try {
             const traces = s.lineTraces(points, points.map(p => p.v), {name: 'v'});
-            return {cut: s.fillingFrom(points, now), traces: traces.map(t => ({
+            const gap = s.withGaps(
+              ['2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z', '2026-01-01T00:00:20Z'], [1, 2, 3]);
+            return {cut: s.fillingFrom(points, now), gap, traces: traces.map(t => ({
               x: t.x, dash: (t.line || {}).dash || null, legend: t.showlegend !== false}))};
           } finally { Date.now = realNow; }
         }"""
     )
 
     assert result["cut"] == 2
+    assert result["gap"] == [
+        ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:10.000Z",
+         "2026-01-01T00:00:20Z"],
+        [1, 2, None, 3],
+    ]  # fmt: skip
     assert result["traces"] == [
         {"x": ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"], "dash": None, "legend": True},
         {"x": ["2026-01-01T00:00:05Z", "2026-01-01T00:00:10Z"], "dash": "dot", "legend": False},
