@@ -176,3 +176,19 @@ def test_the_still_filling_window_is_drawn_dotted_and_a_silent_window_breaks_the
         {"x": ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"], "dash": None, "legend": True},
         {"x": ["2026-01-01T00:00:05Z", "2026-01-01T00:00:10Z"], "dash": "dot", "legend": False},
     ]
+
+
+def test_a_missing_page_is_styled_and_the_favicon_loads(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+
+    response = page.goto(f"{live_server_url}/no/such/page/")
+    icon = page.request.get(f"{live_server_url}/favicon.ico")
+
+    assert response is not None
+    assert response.status == 404
+    assert page.inner_text(".error-page .status") == "404"
+    assert icon.status == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    screenshot(page, "not-found")
