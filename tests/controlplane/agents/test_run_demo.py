@@ -109,8 +109,8 @@ def test_setup_seeds_sla_rules_and_a_price_book_for_the_demo_model_once() -> Non
     setup()
 
     assert list(SlaRule.objects.values_list("slug", "metric", "threshold", "window_s")) == [
-        ("demo-drill-ttft-p90", "ttft_p90", 0.5, 60),
         ("demo-tpot-p90", "tpot_p90", 0.5, 60),
+        ("demo-ttft-p90", "ttft_p90", 5.0, 60),
         ("demo-ttft-p99", "ttft_p99", 10.0, 60),
     ]
     books = PriceBook.objects.select_related("model")
