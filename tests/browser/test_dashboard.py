@@ -110,6 +110,7 @@ def test_viewer_sees_the_charts_and_no_controls(
     page.goto(f"{live_server_url}/alerts/")
 
     assert "ttft" in page.inner_text("#rules")
+    screenshot(page, "alerts")
     assert page.locator("#rule-form").count() == 0
     assert page.locator("main button, main form[method=post]").count() == 0
 
