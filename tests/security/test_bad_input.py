@@ -95,8 +95,15 @@ def test_integers_past_the_column_range_in_inventory_are_400(operator: Any, valu
     site = factories.site()
     chip = factories.chip()
     model = factories.model_profile()
-    body = {"slug": "pool-1", "site": site.slug, "chip": chip.slug, "model": model.slug, "role": "P",
-            "instance_count": value, "chips_per_instance": 1}  # fmt: skip
+    body = {
+        "slug": "pool-1",
+        "site": site.slug,
+        "chip": chip.slug,
+        "model": model.slug,
+        "role": "P",
+        "instance_count": value,
+        "chips_per_instance": 1,
+    }
 
     response = operator.post("/api/v1/instance-pools/", body, format="json")
 
