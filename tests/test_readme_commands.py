@@ -3,8 +3,8 @@
 The commands are read from README.md itself (the gateway ``curl`` of step 3, the token and API
 ``curl`` of step 4) and run by bash with only the placeholders filled in (``<key>`` from the
 demo's banner, ``<token>`` from the previous command's last line); the ports are the README's
-8000 and 8001 unless something already listens there, then two free ones. Then Ctrl-C (SIGINT)
-stops the demo, and no agent log may hold a traceback.
+8000 and 8001 unless something already listens there, then two free ones. Then Ctrl-C (SIGINT to
+the process group, as a terminal sends it) stops the demo, and no log may hold a traceback.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class Demo:
                 [sys.executable, "manage.py", "run_demo", "--port", str(self.port),
                  "--gateway-port", str(self.gateway_port), "--incident-after", "-1"],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -107,8 +108,9 @@ class Demo:
         return done.stdout
 
     def interrupt(self) -> int:
+        """Ctrl-C in a terminal: SIGINT to the whole process group, every child included."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGINT)
+        os.killpg(self.proc.pid, signal.SIGINT)
         return self.proc.wait(timeout=60)
 
 
@@ -117,8 +119,12 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
     running = Demo(tmp_path / "var")
     yield running
     if running.proc is not None and running.proc.poll() is None:
-        running.proc.kill()
-        running.proc.wait(timeout=30)
+        os.killpg(running.proc.pid, signal.SIGTERM)  # run_demo stops its children on SIGTERM
+        try:
+            running.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(running.proc.pid, signal.SIGKILL)
+            running.proc.wait(timeout=30)
 
 
 def _json(text: str) -> Any:
@@ -147,8 +153,8 @@ def test_the_quick_start_commands_work_as_written_and_ctrl_c_is_clean(demo: Demo
     assert invoice["tenant"] == "demo"
     assert status == 0
     assert "run_demo: stopped" in demo.log.read_text()
-    logs = sorted((demo.data_dir / "demo" / "dataplane").glob("*.log"))
-    assert logs
+    logs = sorted((demo.data_dir / "demo").rglob("*.log"))
+    assert {"daphne.log", "gateway.log", "md-0.log"} <= {log.name for log in logs}
     tracebacks = [
         f"{log.name}: {line}"
         for log in logs
