@@ -19,19 +19,18 @@ import functools
 import itertools
 import logging
 import math
-import time
-import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pdd_core.agent.admission import Admission, servable
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.gateway_control import applied
+from pdd_core.agent.gateway_probe import LinkProbe
+from pdd_core.agent.gateway_run import RequestRunner
 from pdd_core.agent.gateway_types import (
     Outcome,
     RecordContext,
     Route,
-    StreamMerge,
     UpstreamError,
     gateway_record,
 )
@@ -39,7 +38,7 @@ from pdd_core.agent.journal import Journal
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
-from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
+from pdd_core.engine.tokenizer import TextTokenizer, tokenizer_for
 from pdd_core.routing import (
     InstanceView,
     Pipeline,
@@ -63,7 +62,7 @@ def context_window(config: DataPlaneConfig) -> int:
     return min(window, cap) if cap > 0 else window
 
 
-class Gateway:
+class Gateway(RequestRunner):
     """Connections, cache views, routing and request execution (HTTP lives in gateway_api)."""
 
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
@@ -81,6 +80,7 @@ class Gateway:
         self.views: dict[str, set[int]] = {}
         self.queued_s: dict[str, float] = {}
         self.active: dict[str, asyncio.Queue[tuple[str, Frame | None]]] = {}
+        self.avoid: set[str] = set()  # agents a resumed request must not be routed to
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tickets = itertools.count(1)
@@ -103,10 +103,14 @@ class Gateway:
                     connect_timeout_s=config.limits.connect_timeout_s,
                     auth=auth,
                 )
+        remote = {a.id: self.links[a.id] for a in config.agents if a.id in self.links
+                  and a.site != self.spec.site}  # fmt: skip
+        self.probe = LinkProbe(remote, self._lost)
 
     async def start(self) -> None:
-        task = asyncio.create_task(self._keep_connected())
-        self._tasks.add(task)
+        for job in (self._keep_connected(), self.probe.run()):
+            task = asyncio.create_task(job)
+            self._tasks.add(task)
         await self._connect_all()
 
     async def close(self) -> None:
@@ -130,9 +134,14 @@ class Gateway:
             await self._connect_all()
 
     def up(self, role: str) -> list[str]:
-        return [a.id for a in self.config.of_role(role) if self.links[a.id].up]
+        """Agents of ``role`` to route to: connected, answering probes, not being avoided."""
+        down = self.avoid | self.probe.unreachable
+        return [a.id for a in self.config.of_role(role) if self.links[a.id].up and a.id not in down]
 
     async def _on_frame(self, agent_id: str, frame: Frame) -> None:
+        if self.probe.is_probe(frame):
+            self.probe.answered(agent_id)
+            return
         if frame.type is FrameType.CACHE_EVENT:
             view = self.views[agent_id]
             if frame.body.get("reset"):
@@ -146,8 +155,12 @@ class Gateway:
 
     def _on_down(self, link: PeerLink) -> None:
         self.views[link.name].clear()
+        self._lost(link.name)
+
+    def _lost(self, agent_id: str) -> None:
+        """Tell every request in flight that ``agent_id`` is gone (each decides if it cares)."""
         for queue in self.active.values():
-            queue.put_nowait((link.name, None))
+            queue.put_nowait((agent_id, None))
 
     def _hit(self, agent_id: str, hashes: list[int], input_tokens: int) -> int:
         view = self.views[agent_id]
@@ -247,121 +260,6 @@ class Gateway:
         flow (idempotent: finished, failed or abandoned)."""
         self.release_prefill(route)
         self.admission.release(route.ticket)
-
-    async def generate(
-        self,
-        route: Route,
-        prompt: list[int],
-        max_tokens: int,
-        tenant: str,
-        override: dict[str, Any],
-        *,
-        request_id: str = "",
-    ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
-        """Run a routed request; yields each batch of new tokens in order with the outcome.
-
-        ``request_id`` is the response's ``id`` (the API picks it), so a client can find its
-        request in the control plane's records; one is made up when it is not given.
-        """
-        rid = request_id or f"cmpl-{uuid.uuid4().hex}"
-        outcome = Outcome(rid, route)
-        queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
-        self.active[rid] = queue
-        prefilled = False
-        involved = [a for a in (route.relay, route.main) if a is not None]
-        meta = {
-            "max_tokens": max_tokens,
-            "pipeline": route.pipeline.value,
-            "tenant": tenant,
-            "rld": route.relay,
-            "md": route.main,
-            "handoff_mode": override.get("handoff_mode")
-            if self.config.allow_route_override
-            else None,
-        }
-        finished = False
-        try:
-            for agent in involved:
-                await self.links[agent].send(control(FrameType.GENERATE, rid, meta))
-            body = dict(meta, prompt_tokens=prompt)
-            await self.links[route.prefill].send(control(FrameType.GENERATE, rid, body))
-            merge = StreamMerge()
-            deadline = time.monotonic() + self.config.limits.request_timeout_s
-            first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
-            while not merge.complete or not prefilled:
-                # Once every token is out only the statistics are missing: wait briefly.
-                # Before the first token the wait is the TTFT bound (a queue and a WAN
-                # transfer may come first); between tokens a silence is a failure.
-                wait = 2.0 if merge.complete else self.config.limits.idle_timeout_s
-                if merge.delivered == 0 and not merge.complete:
-                    wait = max(wait, first_token_by - time.monotonic())
-                wait = min(wait, deadline - time.monotonic())
-                try:
-                    source, frame = await asyncio.wait_for(queue.get(), max(wait, 0.001))
-                except TimeoutError:
-                    if merge.complete:
-                        break
-                    raise UpstreamError("timed out waiting for the data plane") from None
-                if frame is None:
-                    if self._fatal(source, route, outcome, prefilled):
-                        raise UpstreamError(f"agent {source} went down")
-                    continue
-                if frame.type is FrameType.ERROR:
-                    raise UpstreamError(
-                        f"{source}: {frame.body.get('code')}: {frame.body.get('message', '')}"
-                    )
-                if frame.type is FrameType.KV_DONE:
-                    prefilled = True
-                    self.release_prefill(route)
-                    self.admission.end_transfer(route.ticket)
-                    outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
-                    outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
-                    outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
-                    continue
-                if frame.type is not FrameType.TOKENS:
-                    continue
-                if "handoff_mode" in frame.body:
-                    outcome.handoff_mode = str(frame.body["handoff_mode"])
-                    self.admission.end_slot(route.ticket, route.relay)  # RLD is done
-                index = int(frame.body.get("index", 0))
-                tokens = [int(t) for t in frame.body.get("tokens", [])]
-                delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
-                fresh = [token for token, _ in delivered]
-                outcome.tokens.extend(fresh)
-                from_md = sum(1 for _, origin in delivered if origin == route.main)
-                outcome.md_tokens += from_md
-                outcome.rld_tokens += len(delivered) - from_md
-                if fresh:
-                    now = time.time()
-                    outcome.first_token_at = outcome.first_token_at or now
-                    outcome.last_token_at = now
-                    yield fresh, outcome
-            finished = True
-            outcome.finish_reason = (
-                "stop" if outcome.tokens and outcome.tokens[-1] == EOS else "length"
-            )
-        finally:
-            self.active.pop(rid, None)
-            self.release(route)
-            if not finished:
-                for agent in (route.prefill, *involved):
-                    link = self.links[agent]
-                    if link.up:
-                        with contextlib.suppress(ConnectionError, TimeoutError):
-                            await asyncio.wait_for(
-                                link.send(control(FrameType.CANCEL, rid, {"reason": "gateway"})),
-                                1.0,
-                            )
-
-    def _fatal(self, agent: str, route: Route, outcome: Outcome, prefilled: bool) -> bool:
-        """Whether losing ``agent`` dooms the request at this point."""
-        if agent == route.prefill:
-            return not prefilled
-        if agent == route.relay:
-            return route.main is None or (outcome.md_tokens == 0 and not outcome.handoff_mode)
-        if agent == route.main:
-            return route.relay is None or bool(outcome.handoff_mode) or outcome.md_tokens > 0
-        return False
 
     async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
         """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once

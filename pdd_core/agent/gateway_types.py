@@ -51,6 +51,7 @@ class Outcome:
     md_tokens: int = 0
     handoff_mode: str = ""
     error: str = ""
+    resumes: int = 0  # attempts after the first (an agent was lost mid-way)
     finish_reason: str = "length"
     arrival: float = field(default_factory=time.time)
     first_token_at: float | None = None
