@@ -78,7 +78,7 @@ def servable(
     if (not needs_relay or relay_free) and (not needs_main or main_free):
         return pipeline, reason
     if relay_free:
-        return Pipeline.P_RLD, "no main decode slot: the relay finishes it"
+        return Pipeline.P_RLD, "no main decode reachable with a free slot: the relay finishes it"
     if main_free:
-        return Pipeline.P_MD, "no relay slot: main decode serves it"
+        return Pipeline.P_MD, "no relay reachable with a free slot: main decode serves it"
     return None, "no decode slot free"
