@@ -171,14 +171,26 @@ class Gateway(RequestRunner):
             held += 1
         return min(held * self.block_size, input_tokens)
 
-    def route(self, prompt: list[int], max_tokens: int, override: dict[str, Any]) -> Route:
+    def prompt_hashes(self, prompt: list[int]) -> list[int]:
+        """The prompt's block hashes, computed where the prompt is taken in (the API does it
+        in the tokenizer's thread), so the routing decision itself never hashes."""
+        return block_hashes(prompt, self.block_size)
+
+    def route(
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        override: dict[str, Any],
+        hashes: list[int] | None = None,
+    ) -> Route:
         """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does.
 
         Only agents that are up and have a free decode slot are candidates; a pipeline whose
         decode stage has none falls back to the other decode path, and with neither the
         request is rejected (429) before it costs anything.
         """
-        hashes = block_hashes(prompt, self.block_size)
+        if hashes is None:
+            hashes = self.prompt_hashes(prompt)
         prefills = self.up("prefill")
         relays_up, mains_up = self.up("relay"), self.up("main")
         if not prefills or not (relays_up or mains_up):

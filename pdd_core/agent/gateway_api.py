@@ -153,11 +153,17 @@ class GatewayApi:
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
         await self._complete(request, path.endswith("chat/completions"), tenant, prefix, writer)
 
-    async def _prompt(self, request: dict[str, Any], chat: bool) -> list[int]:
+    async def _prompt(self, request: dict[str, Any], chat: bool) -> tuple[list[int], list[int]]:
+        """The prompt's tokens and block hashes (a long one off the event loop)."""
         given = request_text(request, chat)
-        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
-            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
-        return prompt_tokens(given, self.gateway.tokenizer)
+
+        def intake() -> tuple[list[int], list[int]]:
+            tokens = prompt_tokens(given, self.gateway.tokenizer)
+            return tokens, self.gateway.prompt_hashes(tokens)
+
+        if len(given) > 4096:
+            return await asyncio.to_thread(intake)
+        return intake()
 
     async def _complete(
         self,
@@ -175,7 +181,7 @@ class GatewayApi:
                 "invalid_request_error",
                 "model_not_found",
             )
-        prompt = await self._prompt(request, chat)
+        prompt, hashes = await self._prompt(request, chat)
         max_tokens = output_budget(
             len(prompt),
             request.get("max_completion_tokens", request.get("max_tokens")),
@@ -185,7 +191,7 @@ class GatewayApi:
         given = request.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
-            route = self.gateway.route(prompt, max_tokens, override)
+            route = self.gateway.route(prompt, max_tokens, override, hashes)
         except UpstreamError as exc:
             raise HttpError(503, str(exc), "server_error") from None
         if route.rejected:

@@ -63,7 +63,13 @@ class RequestRunner:
     admission: Admission
     avoid: set[str]
 
-    def route(self, prompt: list[int], max_tokens: int, override: dict[str, Any]) -> Route:
+    def route(
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        override: dict[str, Any],
+        hashes: list[int] | None = None,
+    ) -> Route:
         raise NotImplementedError
 
     def release(self, route: Route) -> None:
