@@ -8,9 +8,8 @@ load) until the agent is done with it: the relay's slot frees at the handoff, MD
 A request that finds no slot on the agents its pipeline needs (and no other pipeline that
 could serve it) gets 429 with ``Retry-After``.
 
-The same object tracks the KV transfers crossing the WAN (bytes per request from routing until
-P's ``KV_DONE``), so the router predicts a new transfer against the flows already sharing the
-line instead of an idle one.
+The same object tracks the KV transfers crossing the WAN (per request from routing until P's
+``KV_DONE``): the flows ``pdd_core.predict`` shares the line among for a new transfer.
 """
 
 from __future__ import annotations
@@ -61,11 +60,6 @@ class Admission:
         for agent in self._slots.pop(ticket, []):
             self.held[agent] -= 1
         self.wan.pop(ticket, None)
-
-    def wan_backlog(self, mine: float) -> float:
-        """Bytes the line carries before a new flow of ``mine`` bytes completes, under fair
-        sharing: each flow in flight delays it by at most its own size or ``mine``."""
-        return sum(min(other, mine) for other in self.wan.values())
 
 
 def servable(

@@ -40,7 +40,7 @@ class AgentBase:
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
         self.config = config
         self.spec = config.agent(agent_id)
-        self.engine = make_engine(config, self.role)
+        self.engine = make_engine(config, self.role, agent_id)
         self.me = hello(self.role, agent_id, config.model)
         self.auth = plane_auth(config)
         self.gateways: set[Conn] = set()

@@ -76,6 +76,7 @@ class EngineSpec:
     block_size: int = 16
     decode_step_s: float = 0.0  # floor on a decode step's seconds (paces the tiny model)
     prefill_s: float = 0.0  # floor on a prefill pass's seconds (the same, for prefill)
+    vllm: Mapping[str, Any] = field(default_factory=dict)  # kind vllm: engine.vllm.config
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +208,10 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
     wan_raw["routes"] = {str(k): int(v) for k, v in dict(wan_raw.get("routes", {})).items()}
     journal = raw.get("journal", {})
     engine = _section(raw, "engine", EngineSpec)
-    if engine.kind not in ("tiny", "timed"):
-        raise ConfigError("engine.kind: must be tiny or timed")
+    if engine.kind not in ("tiny", "timed", "vllm"):
+        raise ConfigError("engine.kind: must be tiny, timed or vllm")
+    if engine.kind == "vllm":
+        _check_vllm(engine, agents)
     return DataPlaneConfig(
         model=str(raw.get("model", engine.model)),
         engine=engine,
@@ -225,6 +228,18 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
         path=path,
         raw=dict(raw),
     )
+
+
+def _check_vllm(engine: EngineSpec, agents: list[AgentSpec]) -> None:
+    """Every model-serving agent's vLLM settings must parse (``engine.vllm.config``)."""
+    from pdd_core.engine.vllm.config import VLLMConfigError, instance_for
+
+    for agent in agents:
+        if agent.role != "gateway":
+            try:
+                instance_for(engine.vllm, agent.role, agent.id, engine.block_size)
+            except VLLMConfigError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 def load_config(path: Path | str) -> DataPlaneConfig:

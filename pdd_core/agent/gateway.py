@@ -39,17 +39,22 @@ from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.engine.tokenizer import TextTokenizer, tokenizer_for
+from pdd_core.predict import (
+    DecodeState,
+    LinkState,
+    PrefillState,
+    choose_relay,
+    predict,
+    predicted_ttft_s,
+)
 from pdd_core.routing import (
-    InstanceView,
     Pipeline,
-    RouteFeatures,
-    choose_instance,
-    choose_pipeline,
     predict_rejection,
 )
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
+KV_UNKNOWN = 1 << 62  # the agents do not report their KV pools: slots bound admission
 
 
 def context_window(config: DataPlaneConfig) -> int:
@@ -183,7 +188,8 @@ class Gateway(RequestRunner):
         override: dict[str, Any],
         hashes: list[int] | None = None,
     ) -> Route:
-        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does.
+        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does:
+        ``pdd_core.predict.predict`` on the state this gateway observes (``predict_state``).
 
         Only agents that are up and have a free decode slot are candidates; a pipeline whose
         decode stage has none falls back to the other decode path, and with neither the
@@ -197,54 +203,37 @@ class Gateway(RequestRunner):
             raise UpstreamError("no prefill or decode agent is reachable")
         relays = self.admission.with_room(relays_up)
         mains = self.admission.with_room(mains_up)
-        views = []
-        for index, agent in enumerate(prefills):
-            cached = self._hit(agent, hashes, len(prompt))
-            service = self.predictor.prefill_s(len(prompt) - cached, cached)
-            views.append(InstanceView(index, cached, self.queued_s[agent], service))
-        chosen = choose_instance(views)
-        prefill = prefills[chosen.index]
-        main, hit_md, transfer, wan_bytes = None, 0, math.inf, 0.0
-        if mains:
-            md_views = []
-            for index, agent in enumerate(mains):
-                cached = self._hit(agent, hashes, len(prompt))
-                mine = self.predictor.kv_bytes(len(prompt) - cached)
-                seconds = self.predictor.transfer_s(mine, self.admission.wan_backlog(mine))
-                wait = self.predictor.decode_step_s("main", self.admission.held[agent] + 1)
-                md_views.append(InstanceView(index, cached, wait, seconds))
-            md = choose_instance(md_views)
-            main, hit_md, transfer = mains[md.index], md.cached_tokens, md.service_s
-            wan_bytes = self.predictor.kv_bytes(len(prompt) - hit_md)
-        features = RouteFeatures(
-            input_tokens=len(prompt),
-            hit_tokens_p=chosen.cached_tokens,
-            hit_tokens_md=hit_md,
-            predicted_output_tokens=max_tokens,
-            wan_transfer_s=transfer,
-        )
-        decision = choose_pipeline(features, self.config.routing)
-        pipeline, reason = decision.pipeline, decision.reason
+        state = self.predict_state(prompt, hashes, prefills, relays, mains)
+        guess = predict(
+            input_tokens=len(prompt), output_tokens=max_tokens, **state,
+            table=self.config.routing, sla=self.config.sla,
+        )  # fmt: skip
+        pipeline, reason = guess.pipeline, guess.reason
         forced = override.get("pipeline")
         if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
             pipeline, reason = Pipeline(forced), "forced by the request"
+        main = mains[guess.md_index] if guess.md_index >= 0 else None
         served, reason = servable(pipeline, reason, bool(relays), main is not None)
-        relay = relays[0] if relays and served is not Pipeline.P_MD else None
-        ttft = chosen.queue_s + chosen.service_s
-        if served is Pipeline.P_MD:
-            ttft += transfer + self.predictor.decode_step_s("main", 1)
+        relay_index = guess.relay_index if guess.relay_index >= 0 else choose_relay(
+            state["relays"])  # fmt: skip
+        relay = relays[relay_index] if relays and served is not Pipeline.P_MD else None
+        if served is guess.pipeline:
+            ttft = guess.predicted_ttft_s
+        elif served is Pipeline.P_MD:
+            ttft = predicted_ttft_s(guess.p_wait_s, guess.prefill_s, guess.wan_s, guess.md_wait_s)
         else:
-            held = self.admission.held[relay] if relay else 0
-            ttft += self.predictor.decode_step_s("relay", held + 1)
+            ttft = predicted_ttft_s(guess.p_wait_s, guess.prefill_s, 0.0, 0.0)
         full = served is None
         rejected = full or predict_rejection(ttft, self.config.sla, self.config.routing)
         if rejected and not full:
             reason = f"predicted TTFT {ttft:.1f} s over the {self.config.sla.ttft_p99_s:g} s target"
+        prefill = prefills[guess.prefill_index]
         ticket = next(self._tickets)
         if not rejected:  # reserve the prefill and the slots now: a burst sees its own load
-            self._reserved[ticket] = (prefill, chosen.service_s)
-            self.queued_s[prefill] += chosen.service_s
+            self._reserved[ticket] = (prefill, guess.prefill_s)
+            self.queued_s[prefill] += guess.prefill_s
             decoder = main if served is not Pipeline.P_RLD else None
+            wan_bytes = self.predictor.kv_bytes(len(prompt) - guess.hit_tokens_md)
             self.admission.hold(ticket, (relay, decoder), wan_bytes if decoder else 0.0)
         return Route(
             pipeline=served or pipeline,
@@ -252,13 +241,56 @@ class Gateway(RequestRunner):
             prefill=prefill,
             relay=relay,
             main=main if served not in (Pipeline.P_RLD, None) else None,
-            hit_tokens_p=chosen.cached_tokens,
-            hit_tokens_md=hit_md,
+            hit_tokens_p=guess.hit_tokens_p,
+            hit_tokens_md=guess.hit_tokens_md,
             predicted_ttft_s=ttft,
-            prefill_s=chosen.service_s,
+            prefill_s=guess.prefill_s,
             rejected=rejected,
-            retry_after_s=1 if full else max(1, math.ceil(chosen.queue_s)),
+            retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
+        )
+
+    def predict_state(
+        self,
+        prompt: list[int],
+        hashes: list[int],
+        prefills: list[str],
+        relays: list[str],
+        mains: list[str],
+    ) -> dict[str, Any]:
+        """What this gateway observes, in ``pdd_core.predict``'s terms (its docstring defines
+        each field): P queues are the prefill seconds reserved and not yet prefilled, hits come
+        from the cache views, decode load is the slots held, the WAN's flows are the KV
+        transfers routed and not yet reported done; the in-site path to RLD is not modelled."""
+        n = len(prompt)
+        p_states = []
+        for agent in prefills:
+            cached = self._hit(agent, hashes, n)
+            p_states.append(
+                PrefillState(
+                    self.queued_s[agent], cached, self.predictor.prefill_s(n - cached, cached)
+                )
+            )
+        wan = self.config.wan
+        return {
+            "prefills": p_states,
+            "mains": [self._decode_state("main", a, self._hit(a, hashes, n)) for a in mains],
+            "relays": [self._decode_state("relay", a, 0) for a in relays],
+            "wan": LinkState(wan.bandwidth_gbps, wan.rtt_ms, len(self.admission.wan))
+            if mains
+            else None,
+            "rdma": None,
+            "kv_bytes_per_token": self.predictor.kv_bytes_per_token,
+        }
+
+    def _decode_state(self, role: str, agent: str, hit: int) -> DecodeState:
+        held = self.admission.held[agent]
+        return DecodeState(
+            active=held,
+            max_batch=self.admission.capacity[agent],
+            free_kv_tokens=KV_UNKNOWN,
+            step_s=self.predictor.decode_step_s(role, held) if held else 0.0,
+            hit_tokens=hit,
         )
 
     def release_prefill(self, route: Route) -> None:
@@ -296,10 +328,11 @@ class Gateway(RequestRunner):
         key_prefix: str,
         *,
         failed: bool,
+        request_id: str = "",
         error: str = "",
     ) -> None:
-        """Write the gateway's complete record of a request (or a rejection): its figures and
-        its fate (the agents of each stage, the handoff, what failed)."""
+        """Write the gateway's complete record of a request (or a rejection, by request_id): its
+        figures and its fate (the agents of each stage, the handoff, what failed)."""
         record = gateway_record(
             outcome,
             route,
@@ -307,6 +340,7 @@ class Gateway(RequestRunner):
             self.config.sla,
             failed=failed,
             error=error,
+            request_id=request_id,
         )
         self.journal.append(record.to_json())
         if not failed and not route.rejected:

@@ -111,13 +111,14 @@ def gateway_record(
     *,
     failed: bool,
     error: str = "",
+    request_id: str = "",
 ) -> RequestRecord:
     """The gateway's complete record of a request: figures, fate (the agent of each stage,
     the handoff, what failed) and whether it met the SLA. A failure is billed only for what
     it delivered: ``output_tokens`` counts the tokens that reached the client."""
     now = time.time()
     record = RequestRecord(
-        request_id=outcome.request_id if outcome else f"rej-{uuid.uuid4().hex}",
+        request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
         tenant=context.tenant,
         model=context.model,
         site=context.site,

@@ -23,15 +23,16 @@ class HttpError(Exception):
         kind: str,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        *,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.code = status, message, kind, code
-        self.headers = headers or {}
+        self.headers, self.param = headers or {}, param
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}
-        }
+        error = {"message": self.message, "type": self.kind, "param": self.param}
+        return {"error": {**error, "code": self.code}}
 
 
 def chat_prompt(messages: Any) -> str:

@@ -115,7 +115,7 @@ class DataPlane:
             sites = {a.site for a in self.config.agents}
             missing = sorted(s for s in sites if s not in self.tokens and "" not in self.tokens)
             if missing:
-                raise ValueError(f"--token: no agent token for site(s) {', '.join(missing)}")
+                raise ValueError(f"agent tokens: none for site(s) {', '.join(missing)}")
 
     def site_of(self, role: str, agent_id: str) -> str:
         """An agent's site; the WAN line registers in the gateway's site."""
