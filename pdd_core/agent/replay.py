@@ -78,6 +78,7 @@ class Result:
     rld_tokens: int = 0
     md_tokens: int = 0
     handoff_mode: str = ""
+    wan_bytes: int = 0
     error: str = ""
     status: int = 0
     retry_after: str = ""
@@ -223,6 +224,7 @@ async def stream_completion(
                 rld_tokens=int(pdd.get("rld_tokens", 0)),
                 md_tokens=int(pdd.get("md_tokens", 0)),
                 handoff_mode=str(pdd.get("handoff_mode", "")),
+                wan_bytes=int(pdd.get("wan_bytes", 0)),
             )
         finally:
             writer.close()
