@@ -330,6 +330,7 @@ class Gateway(RequestRunner):
         failed: bool,
         request_id: str = "",
         error: str = "",
+        delivered: int | None = None,
     ) -> None:
         """Write the gateway's complete record of a request (or a rejection, by request_id): its
         figures and its fate (the agents of each stage, the handoff, what failed)."""
@@ -341,6 +342,7 @@ class Gateway(RequestRunner):
             failed=failed,
             error=error,
             request_id=request_id,
+            delivered=delivered,
         )
         self.journal.append(record.to_json())
         if not failed and not route.rejected:

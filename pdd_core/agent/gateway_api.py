@@ -277,6 +277,7 @@ class GatewayApi:
                 prefix,
                 failed=job.failed,
                 error=job.error or ("client gone" if job.failed else ""),
+                delivered=job.delivered,
             )
 
     async def _whole(self, job: Job) -> web.Response:
@@ -288,6 +289,7 @@ class GatewayApi:
             job.error = str(exc)
             raise HttpError(502, str(exc), "server_error", "upstream_error") from None
         job.failed = False
+        job.delivered = job.completion.count
         body = job.completion.full(job.outcome, job.route)
         return web.json_response(body, headers=job.headers())
 
@@ -303,6 +305,7 @@ class GatewayApi:
                 async for fresh, seen in job.tokens:
                     job.outcome = seen
                     await send_event(response, completion.chunk(fresh))
+                    job.delivered += len(fresh)
             except UpstreamError as exc:
                 job.error = str(exc)
                 error = HttpError(502, str(exc), "server_error", "upstream_error")
@@ -328,6 +331,7 @@ class Job:
         self.outcome: Outcome | None = None
         self.failed = True
         self.error = ""
+        self.delivered = 0  # tokens that reached the client: what a failure is billed for
 
     def headers(self) -> dict[str, str]:
         return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
