@@ -144,8 +144,9 @@ class Gateway(RequestRunner):
         return [a.id for a in self.config.of_role(role) if self.links[a.id].up and a.id not in down]
 
     async def _on_frame(self, agent_id: str, frame: Frame) -> None:
+        if agent_id in self.probe.links:
+            self.probe.answered(agent_id)  # any frame shows the path works
         if self.probe.is_probe(frame):
-            self.probe.answered(agent_id)
             return
         if frame.type is FrameType.CACHE_EVENT:
             view = self.views[agent_id]
