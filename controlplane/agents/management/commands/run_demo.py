@@ -250,10 +250,13 @@ class Demo:
     def _replay_loop(self, gateway: str) -> None:
         log = self.run_dir / "replay.log"
         while not self.stop.is_set():
+            # The key travels in the environment (ps shows argv); the sample is replayed at
+            # a quarter of its native prompt sizes so a laptop keeps up with the load.
             self.replay = self._spawn(
                 [sys.executable, "-m", "pdd_core", "replay", str(TRACE), "--gateway", gateway,
-                 "--api-key", self.demo.api_key, "--speed", str(self.speed)],
+                 "--speed", str(self.speed), "--block-tokens", "128", "--output-scale", "4"],
                 log,
+                env={**os.environ, "PDD_API_KEY": self.demo.api_key},
             )  # fmt: skip
             while self.replay.poll() is None and not self.stop.wait(0.5):
                 pass
