@@ -59,7 +59,7 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
     servers: dict, vllm_plane: DataPlane, pipeline: str, mode: str
 ) -> None:
     text = f"Agents in front of vLLM instances, pipeline {pipeline} {mode}, same tokens. " * 2
-    single = servers["prefill"].engine().complete(ByteTokenizer().encode(text), 24)
+    single = servers["prefill"].engine().complete(ByteTokenizer().encode(text), 48)
     expected = single[: single.index(EOS) + 1] if EOS in single else single
 
     status, _, body = post(
@@ -67,7 +67,7 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
         "/v1/completions",
         {
             "prompt": text,
-            "max_tokens": 24,
+            "max_tokens": 48,
             "return_token_ids": True,
             "pdd": {"pipeline": pipeline, "handoff_mode": mode},
         },
@@ -77,3 +77,10 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
     assert status == 200, body
     assert body["usage"]["pdd"]["pipeline"] == pipeline
     assert body["choices"][0]["token_ids"] == expected
+    usage = body["usage"]["pdd"]
+    assert usage["rld_tokens"] + usage["md_tokens"] == len(expected)
+    if pipeline == "P-MD":
+        assert usage["rld_tokens"] == 0
+    else:  # RLD streamed first, then MD extended over RLD's token ids and took over
+        assert usage["rld_tokens"] > 0
+        assert usage["md_tokens"] > 0
