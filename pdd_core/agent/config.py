@@ -91,7 +91,7 @@ class Limits:
     relay_batch: int = 16
     p_cache_tokens: int = 1_000_000
     drc_tokens: int = 1_000_000
-    max_prompt_tokens: int = 32_768
+    max_prompt_tokens: int = 0  # 0: the model's context window (catalog max_context)
     default_max_tokens: int = 16
 
 
@@ -113,6 +113,9 @@ class DataPlaneConfig:
     prefill_s_per_token: float = 0.0  # tiny engine's predicted prefill cost per miss token
     path: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # The plane's shared secret (``agent.auth``): from the environment at start, never in
+    # the file and never printed.
+    plane_secret: bytes = field(default=b"", repr=False)
 
     def agent(self, agent_id: str) -> AgentSpec:
         for spec in self.agents:
