@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import signal
 import socket
@@ -39,7 +40,8 @@ from controlplane.billing.services import api_key_create, api_key_revoke
 from controlplane.inventory.models import Site
 
 ROOT = Path(settings.BASE_DIR)
-TOPOLOGY = ROOT / "fixtures" / "dataplane" / "timed.json"
+# ``make demo ENGINE=llamacpp`` sets PDD_DEMO_ENGINE: fixtures/dataplane/<engine>.json is the plane.
+TOPOLOGY = ROOT / "fixtures" / "dataplane" / f"{os.environ.get('PDD_DEMO_ENGINE') or 'timed'}.json"
 TRACE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
 DEMO_SITES = ("dc-a", "dc-b")
 DEMO_TENANT = "demo"
@@ -95,6 +97,8 @@ class Command(BaseCommand):
         parser.add_argument("--setup-only", action="store_true", help="database part only")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not TOPOLOGY.is_file():
+            raise CommandError(f"run_demo: no demo topology {TOPOLOGY} (PDD_DEMO_ENGINE)")
         demo = demo_setup(operator=options["operator"], password=options["password"])
         if options["setup_only"]:
             self.stdout.write(f"api key: {demo.api_key}")
