@@ -14,6 +14,7 @@ from typing import Any
 
 import django_stubs_ext
 import plotly
+from dotenv import load_dotenv
 
 from controlplane import env
 
@@ -21,6 +22,9 @@ from controlplane import env
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A `.env` file in the project root (or the file PDD_ENV_FILE names) sets the variables the
+# environment does not already set; the environment wins.
+load_dotenv(os.environ.get("PDD_ENV_FILE") or BASE_DIR / ".env", override=False)
 DATA_DIR = Path(env.env_str("PDD_DATA_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env.env_bool("PDD_DEBUG", False)
@@ -53,6 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "controlplane.core.limits.BodySizeLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -159,12 +164,27 @@ TELEMETRY_RETENTION_HOURS = env.env_int("PDD_TELEMETRY_RETENTION_HOURS", 48, min
 TELEMETRY_LIVE_MIN_INTERVAL_S = env.env_int("PDD_LIVE_MIN_INTERVAL_MS", 500, minimum=0) / 1000
 TELEMETRY_WEBHOOK_SECRET = env.env_str("PDD_ALERT_WEBHOOK_SECRET", "") or SECRET_KEY
 TELEMETRY_METRICS_TOKEN = env.env_str("PDD_METRICS_TOKEN", "")
+# Bounds on reported records (controlplane/telemetry/bounds.py): how far ahead of this clock a
+# finish time may be, how old a record may be, and the context window and KV bytes per token
+# that bound a record of a model the inventory does not know.
+TELEMETRY_CLOCK_SKEW_S = env.env_int("PDD_TELEMETRY_CLOCK_SKEW_S", 300, minimum=0)
+TELEMETRY_MAX_RECORD_AGE_DAYS = env.env_int("PDD_TELEMETRY_MAX_RECORD_AGE_DAYS", 3650, minimum=1)
+TELEMETRY_MAX_CONTEXT = env.env_int("PDD_TELEMETRY_MAX_CONTEXT", 1 << 20, minimum=1)
+TELEMETRY_MAX_KV_BYTES_PER_TOKEN = env.env_int(
+    "PDD_TELEMETRY_MAX_KV_BYTES_PER_TOKEN", 8 << 20, minimum=1
+)
 
 # Agents (controlplane/agents): heartbeat period they are told, and how old their last heartbeat
 # may be before they show as stale, then dead (three and twelve missed beats by default).
 AGENT_HEARTBEAT_INTERVAL_S = env.env_int("PDD_AGENT_HEARTBEAT_INTERVAL_S", 5, minimum=1)
 AGENT_STALE_AFTER_S = env.env_int("PDD_AGENT_STALE_AFTER_S", 15, minimum=1)
 AGENT_DEAD_AFTER_S = env.env_int("PDD_AGENT_DEAD_AFTER_S", 60, minimum=1)
+
+# Request size (controlplane/core/limits.py): the largest workload trace an operator may upload,
+# and the largest request body of any kind (413 above it, before the body is read).
+WORKLOAD_MAX_BYTES = env.env_int("PDD_WORKLOAD_MAX_BYTES", 20 * 1024 * 1024, minimum=1)
+MAX_BODY_BYTES = env.env_int("PDD_MAX_BODY_BYTES", WORKLOAD_MAX_BYTES + 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -182,6 +202,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.core.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.core.parsers.JSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -24,6 +24,7 @@ from controlplane.core.errors import ConflictError
 from controlplane.core.services import model_create, model_delete, model_update
 from controlplane.inventory import selectors
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
+from frontend import labels
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,11 @@ class Kind:
     columns: tuple[str, ...]
     fields: tuple[str, ...]
     queryset: Any
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """``(header, unit)`` per list column, for people (``frontend.labels``)."""
+        return [labels.header(self.model, column) for column in self.columns]
 
 
 KINDS = {

@@ -23,6 +23,7 @@ from controlplane.accounts.models import Scope
 from controlplane.accounts.selectors import user_scope
 from controlplane.planning import selectors, services
 from controlplane.planning.models import Plan, WorkloadProfile
+from frontend import plan_verdict
 
 
 class PlanForm(forms.Form):
@@ -110,6 +111,7 @@ def plan_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "figure": bathtub_figure(result) if result.get("feasible") else None,
         "predicted_rows": _predicted_rows(result) if result.get("feasible") else [],
         "routing_json": json.dumps(result.get("routing_table"), indent=2),
+        "shortfalls": plan_verdict.shortfalls(result) if result.get("feasible") else [],
     }
     return render(request, "frontend/plans/detail.html", context)
 

@@ -1,8 +1,12 @@
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
 from frontend import dashboard_pages, inventory_pages, plan_pages
 
 urlpatterns = [
+    # Browsers ask for /favicon.ico on pages that do not name an icon (the admin, the API docs).
+    path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True)),
     path("plans/", plan_pages.plan_list, name="plan-list"),
     path("plans/<int:pk>/", plan_pages.plan_detail, name="plan-page"),
     path("plans/<int:pk>/activate/", plan_pages.plan_activate, name="plan-activate"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
@@ -135,3 +136,129 @@ def mean(values: Sequence[float]) -> float:
 def _check_pairs(hit_tokens: Sequence[float], input_tokens: Sequence[float]) -> None:
     if len(hit_tokens) != len(input_tokens):
         raise ValueError("hit_tokens: must have one entry per input_tokens entry")
+
+
+# ---- the one definition of "SLA met" ---------------------------------------------------------
+#
+# Every part of the product (simulator, planner, gateway records, control-plane rollups) decides
+# SLA attainment with these two functions, so a "met" means the same thing everywhere:
+#
+# - one request meets the SLA when it was served (not rejected, not failed) with TTFT at most
+#   ``ttft_p90_s`` and mean TPOT at most ``tpot_p90_s`` (the tighter, P90 targets: a request
+#   that misses them is one the operator counts against the P90 budget);
+# - a window of requests meets the SLA when its TTFT P90 and P99 and its TPOT P90 and P99 are
+#   at most the four targets, where every rejected or failed request counts as an infinitely
+#   late one (so shedding load cannot buy a met SLA).
+
+
+def request_meets_sla(
+    ttft_s: float,
+    tpot_s: float,
+    ttft_target_s: float,
+    tpot_target_s: float,
+    *,
+    served: bool = True,
+) -> bool:
+    """Whether one request met the SLA (see above); NaN times, or not served, never meet it.
+
+    Plain numbers in, so a gateway record and a control-plane row can call it as they are:
+    pass ``SLA.ttft_p90_s`` and ``SLA.tpot_p90_s`` as the targets.
+    """
+    return served and ttft_s <= ttft_target_s and tpot_s <= tpot_target_s
+
+
+@dataclass(frozen=True, slots=True)
+class SlaWindow:
+    """The verdict on a window of requests (see ``window_sla``).
+
+    Percentiles count misses (rejected, failed) as infinite, so they may be ``inf``;
+    ``attainment`` is good requests over all requests; ``violated`` names the first target
+    broken (``"ttft_p90"``...), empty when met; an empty window is not met (``"no requests"``).
+    """
+
+    met: bool
+    requests: int
+    good: int
+    misses: int
+    attainment: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    violated: str
+
+
+def window_sla(
+    ttft_s: Sequence[float],
+    tpot_s: Sequence[float],
+    *,
+    ttft_p90_s: float,
+    ttft_p99_s: float,
+    tpot_p90_s: float,
+    tpot_p99_s: float,
+    misses: int = 0,
+) -> SlaWindow:
+    """Whether a window of requests met the SLA (see above).
+
+    ``ttft_s`` and ``tpot_s`` hold one value per *served* request (TPOT 0 for a one-token
+    answer), ``misses`` counts the rejected and failed ones. The targets are ``SLA``'s fields,
+    passed as plain numbers.
+    """
+    _check_pairs(ttft_s, tpot_s)
+    if misses < 0:
+        raise ValueError(f"misses: must be non-negative, got {misses!r}")
+    total = len(ttft_s) + misses
+    good = sum(
+        1
+        for ttft, tpot in zip(ttft_s, tpot_s, strict=True)
+        if request_meets_sla(ttft, tpot, ttft_p90_s, tpot_p90_s)
+    )
+    ttft = _percentiles_with_misses(ttft_s, misses, (90.0, 99.0))
+    tpot = _percentiles_with_misses(tpot_s, misses, (90.0, 99.0))
+    checks = (
+        ("ttft_p90", ttft[0], ttft_p90_s),
+        ("ttft_p99", ttft[1], ttft_p99_s),
+        ("tpot_p90", tpot[0], tpot_p90_s),
+        ("tpot_p99", tpot[1], tpot_p99_s),
+    )
+    violated = "no requests" if total == 0 else ""
+    for name, value, target in checks:
+        if not violated and not value <= target:
+            violated = name
+    return SlaWindow(
+        met=not violated,
+        requests=total,
+        good=good,
+        misses=misses,
+        attainment=good / total if total else 0.0,
+        ttft_p90_s=ttft[0],
+        ttft_p99_s=ttft[1],
+        tpot_p90_s=tpot[0],
+        tpot_p99_s=tpot[1],
+        violated=violated,
+    )
+
+
+def _percentiles_with_misses(
+    values: Sequence[float], misses: int, qs: Sequence[float]
+) -> tuple[float, ...]:
+    """Linear-interpolation percentiles of ``values`` plus ``misses`` infinite values.
+
+    NaN values (a request served without a figure) count as misses too. Equal to
+    ``percentile`` when there are no misses; ``inf`` when the rank reaches the misses.
+    """
+    finite = sorted(v for v in values if not math.isnan(v))
+    misses += len(values) - len(finite)
+    n = len(finite) + misses
+    if n == 0:
+        return tuple(math.nan for _ in qs)
+    out = []
+    for q in qs:
+        position = q / 100.0 * (n - 1)
+        low = math.floor(position)
+        high = math.ceil(position)
+        if high >= len(finite):  # the rank reaches (or interpolates towards) a miss
+            out.append(math.inf)
+            continue
+        out.append(finite[low] + (finite[high] - finite[low]) * (position - low))
+    return tuple(out)

@@ -3,28 +3,50 @@
 The simulator, the planner, the router and the roofline-timed engine all need "how long does this
 pass take on that chip", and DOMAIN.md section 5 gives the formulas. They live here once, each
 written next to its formula, so every time the product shows can be traced to an input in
-``specs.py`` and a line below.
+``specs`` and a line below. ``docs/physics.md`` explains each choice and compares the results
+with published measurements.
 
 Modelling conventions (shared by every function):
 
-- An instance is ``tp`` identical chips. FLOPs and weight bytes split evenly over them; the KV
-  cache splits over ``kv_split(model, tp)`` of them (see there).
-- A pass costs ``max(compute, memory) + comm + overhead``: compute and HBM traffic overlap (the
-  roofline), tensor-parallel all-reduces do not (conservative: real kernels overlap a part).
+- An instance has an ``InstanceShape`` (``tp x pp x dp`` chips, ``ep`` for MoE); every function
+  also takes a bare ``tp`` int (``InstanceShape(tp=tp)``). ``specs.shape`` holds the layout rules
+  (which weights and KV each chip holds); this module only times passes.
+- A pipeline stage costs ``max(compute, memory) + comm + overhead`` for one micro-batch: compute
+  and HBM traffic overlap (the roofline). Tensor-parallel all-reduces do *not* overlap: the next
+  layer's norm needs their result, and vLLM/SGLang issue them in stream order (CUDA graphs in
+  decode); their cost is the measured one (``allreduce_time``). Expert-parallel all-to-all *does*
+  overlap with compute: DeepSeek's serving and SGLang's two-batch overlap split a batch into two
+  micro-batches so one computes while the other communicates; only the excess shows.
+- ``pp`` stages: a decode step sends ``min(batch, pp)`` micro-batches round the pipeline, so it
+  takes ``pp`` stage times of one micro-batch (each stage re-reads its weights per micro-batch);
+  a prefill of ``m`` micro-batches takes ``max(m, pp)`` stage times: engines keep ``pp``
+  micro-batches in flight, so in steady state no stage idles, and a short prefill still pays
+  the pipeline's latency of ``pp`` stages.
+  Stage hand-offs cross the scale-out network when the instance spans more than one scale-up
+  domain, and the scale-up fabric otherwise.
 - ``Timing.bound`` names the largest of the compute, memory and comm terms.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pdd_core import profile
-from pdd_core.specs import Attention, ChipSpec, ModelSpec
+from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
+from pdd_core.specs.shape import (
+    HBM_RESERVE_FRACTION,
+    as_shape,
+    kv_bytes_per_token_per_chip,
+    kv_tokens_per_rank,
+    valid_shapes,
+)
 
 Bound = Literal["compute", "memory", "comm"]
+ShapeLike = InstanceShape | int
 
 # Activations cross the scale-up link in BF16 (2 bytes) in every mainstream serving engine,
 # whatever the weight format.
@@ -36,17 +58,45 @@ ACTIVATION_BYTES = 2.0
 # microseconds; measured small-batch decode steps sit about 0.5-1 ms above their roofline.
 LAUNCH_OVERHEAD_PER_LAYER_S = 10e-6
 
-# Latency of one small-message all-reduce inside a scale-up (NVLink-class) domain: NCCL ring
-# all-reduces of a few KB take on the order of 10 us, which dominates decode-time TP traffic.
-ALLREDUCE_LATENCY_S = 10e-6
+# Element-wise traffic per layer that the matmul roofline misses, in hidden-sized BF16 vectors
+# per token: two RMSNorms (read + write: 4), two residual adds (read 2, write 1: 6), rotary and
+# the gated activation's hidden-sized part (2). Each TP rank does it for all of its rank's tokens.
+ELEMENTWISE_VECTORS_PER_LAYER = 12
 
-# Share of HBM kept out of the KV pool for activations, CUDA graphs, allocator slack and
-# framework buffers; mirrors vLLM's default gpu_memory_utilization of 0.9 (DOMAIN.md section 5:
-# "HBM capacity minus weights minus activation reserve").
-KV_RESERVE_FRACTION = 0.10
+# Measured all-reduce latency on 8 x H100 (SGLang custom all-reduce, CUDA-graph free, PR
+# sgl-project/sglang#2904): message bytes -> seconds for tp 2 / 4 / 8. Below the first point the
+# first value holds; between points log-linear interpolation; above 1 MiB the excess bytes move
+# at ALLREDUCE_BUS_EFFICIENCY of the scale-up bandwidth. Other chips scale the part above the
+# smallest message's latency by 450 GB/s / their scale-up bandwidth.
+ALLREDUCE_MEASURED_H100: dict[int, tuple[tuple[int, float], ...]] = {
+    2: ((512, 3.7e-6), (4096, 3.9e-6), (32768, 4.5e-6), (262144, 7.9e-6), (524288, 12.5e-6),
+        (1048576, 19.9e-6)),
+    4: ((512, 4.8e-6), (4096, 3.7e-6), (32768, 4.8e-6), (262144, 13.9e-6), (524288, 20.2e-6),
+        (1048576, 31.1e-6)),
+    8: ((512, 5.9e-6), (4096, 5.7e-6), (32768, 7.8e-6), (262144, 16.7e-6), (524288, 22.1e-6),
+        (1048576, 33.8e-6)),
+}  # fmt: skip
+ALLREDUCE_REFERENCE_GBYTES_PER_S = 450.0
+# Large NCCL all-reduces on NVLink reach about 0.8 of the link's per-direction bandwidth as bus
+# bandwidth (nccl-tests all_reduce_perf busbw on 8 x H100); an assumption for other fabrics.
+ALLREDUCE_BUS_EFFICIENCY = 0.8
 
-# Largest tensor-parallel degree ``min_tp`` tries (a scale-up domain of 256 chips is already
-# beyond any shipping system; past it the model does not fit, and we say so).
+# One all-to-all (MoE dispatch or combine) or pipeline hand-off costs at least this much: a
+# network round of RDMA writes plus the kernel (DeepEP low-latency dispatch on H800: ~150-200 us
+# for 128 tokens over 8-256 ranks across nodes; inside a node tens of us).
+ALLTOALL_LATENCY_S = 20e-6
+SEND_LATENCY_S = 10e-6
+
+# A pipelined prefill moves through the stages in micro-batches of this many tokens; only used
+# when pp > 1. Large enough that a micro-batch's matmuls stay compute-bound on every catalog
+# chip (each micro-batch re-reads its stage's weights), small enough that a long prefill keeps
+# every stage busy.
+PP_CHUNK_TOKENS = 4096
+
+# Kept for callers of the old API: HBM share reserved for activations (see specs.shape).
+KV_RESERVE_FRACTION = HBM_RESERVE_FRACTION
+
+# Largest tensor-parallel degree ``min_tp`` tries.
 MAX_TP = 256
 
 
@@ -55,7 +105,9 @@ class Timing:
     """Time of one forward pass with the roofline terms it came from.
 
     ``seconds = max(compute_s, memory_s) + comm_s + overhead_s``; keeping the terms lets a table
-    cell show which one binds and lets tests check each formula on its own.
+    cell show which one binds and lets tests check each formula on its own. ``hidden_comm_s``
+    is communication that overlapped with compute (expert all-to-all) and so is not in
+    ``seconds``.
     """
 
     seconds: float
@@ -64,6 +116,7 @@ class Timing:
     comm_s: float
     overhead_s: float
     bound: Bound
+    hidden_comm_s: float = 0.0
 
 
 ZERO_TIMING = Timing(0.0, 0.0, 0.0, 0.0, 0.0, "compute")
@@ -113,42 +166,40 @@ def active_weight_bytes(model: ModelSpec, tokens: float) -> float:
     return (non_expert + per_expert * touched) * model.weight_bytes_per_param
 
 
-def kv_split(model: ModelSpec, tp: int) -> int:
-    """Over how many of an instance's ``tp`` chips the KV cache is spread.
+def kv_split(model: ModelSpec, tp: ShapeLike) -> int:
+    """Over how many chips of one dp rank a token's KV is spread (no replication counted twice).
 
-    GQA/MHA shard KV by head, so at most ``kv_heads`` ways; beyond that each KV head is
-    replicated (``tp / kv_heads`` copies). MLA has one latent shared by all heads, which pure head
-    TP would copy to every chip; large MLA deployments avoid that with data-parallel attention
-    (each chip holds its own sequences), so we assume the KV spreads over all ``tp`` chips.
+    GQA/MHA shard KV by head, at most ``kv_heads`` ways per stage; MLA keeps one latent for all
+    heads, which TP attention copies to every rank, so it spreads only over the ``pp`` stages.
+    (Data-parallel attention, ``dp > 1``, is how MLA deployments avoid the copies: each rank
+    holds its own sequences.)
     """
-    _check_tp(tp)
+    shape = as_shape(tp)
     if model.attention is Attention.MLA:
-        return tp
-    return min(tp, model.kv_heads)
+        return shape.pp
+    return min(shape.tp, model.kv_heads) * shape.pp
 
 
-def kv_capacity_tokens(model: ModelSpec, chip: ChipSpec, tp: int) -> int:
-    """Tokens of KV an instance of ``tp`` chips can hold after weights and the reserve.
+def kv_capacity_tokens(model: ModelSpec, chip: ChipSpec, tp: ShapeLike) -> int:
+    """Tokens of KV a whole instance holds after weights and the reserve: ``dp`` ranks of
+    ``specs.shape.kv_tokens_per_rank`` each. Zero, never negative, when the weights do not fit.
 
-    DOMAIN.md section 5: ``(tp x HBM x (1 - KV_RESERVE_FRACTION) - weight bytes) /
-    (kv_bytes_per_token x tp / kv_split)``; the last factor is the replication of GQA heads when
-    ``tp > kv_heads`` (1 otherwise). It bounds decode batch x context and the size of a
-    decode-side radix cache. Zero, never negative, when the weights do not fit.
+    A request must fit in one rank (``kv_rank_tokens``), not merely in the instance.
     """
-    free = tp * chip.hbm_bytes * (1.0 - KV_RESERVE_FRACTION) - model.weight_bytes
-    if free <= 0:
-        return 0
-    per_token = model.kv_bytes_per_token * tp / kv_split(model, tp)
-    return math.floor(free / per_token)
+    shape = as_shape(tp)
+    return shape.dp * kv_tokens_per_rank(model, chip, shape)
+
+
+def kv_rank_tokens(model: ModelSpec, chip: ChipSpec, tp: ShapeLike) -> int:
+    """Tokens of KV one data-parallel rank holds: the most one request may use."""
+    return kv_tokens_per_rank(model, chip, as_shape(tp))
 
 
 def min_tp(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> int:
     """Smallest power-of-two ``tp`` whose HBM holds the weights, the reserve and some KV.
 
-    With ``kv_tokens`` the instance must also hold that many tokens of KV (a batch x context
-    it is meant to serve). Power-of-two because that is how tensor-parallel groups are formed
-    (head counts and scale-up domains divide by it). Raises ``ValueError`` past ``MAX_TP``
-    rather than looping.
+    Kept for callers that size a pure-TP instance; ``min_shape`` respects the scale-up domain
+    and head counts. Raises ``ValueError`` past ``MAX_TP`` rather than looping.
     """
     tp = 1
     while tp <= MAX_TP:
@@ -158,22 +209,58 @@ def min_tp(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> int:
     raise ValueError(f"{model.id} with {kv_tokens} KV tokens does not fit on {MAX_TP} x {chip.id}")
 
 
-def tp_comm_time(model: ModelSpec, chip: ChipSpec, tokens: float, tp: int) -> float:
-    """Tensor-parallel communication of one forward pass over ``tokens`` tokens.
+def min_shape(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> InstanceShape:
+    """The valid shape with the fewest chips whose one rank holds ``kv_tokens`` tokens of KV.
+
+    Ties go to the larger tp (faster single-request prefill), then the shallower pipeline.
+    Raises ``ValueError`` when no valid shape of up to 8 pipeline stages holds it.
+    """
+    need = max(kv_tokens, 1)
+    fits = [s for s in valid_shapes(model, chip) if kv_tokens_per_rank(model, chip, s) >= need]
+    if not fits:
+        raise ValueError(f"{model.id} with {kv_tokens} KV tokens has no valid shape on {chip.id}")
+    return min(fits, key=lambda s: (s.chips, -s.tp, s.pp))
+
+
+def allreduce_time(chip: ChipSpec, tp: int, message_bytes: float) -> float:
+    """One all-reduce of ``message_bytes`` over ``tp`` ranks of ``chip``'s scale-up fabric.
+
+    Interpolates the measured H100 table (``ALLREDUCE_MEASURED_H100``, the nearest tp column at
+    or above ``tp``, 8 beyond) in log message size; the part above its smallest-message latency
+    scales with 450 GB/s over the chip's scale-up bandwidth; beyond 1 MiB the extra bytes cost
+    ``2 (tp-1)/tp x bytes / (ALLREDUCE_BUS_EFFICIENCY x scale-up)``. Zero for ``tp = 1``.
+    """
+    if tp <= 1 or message_bytes <= 0:
+        return 0.0
+    column = next((t for t in (2, 4, 8) if t >= tp), 8)
+    table = ALLREDUCE_MEASURED_H100[column]
+    floor_s = table[0][1]
+    scale = ALLREDUCE_REFERENCE_GBYTES_PER_S / chip.scaleup_gbytes_per_s
+    sizes = [size for size, _ in table]
+    if message_bytes <= sizes[0]:
+        return floor_s
+    if message_bytes >= sizes[-1]:
+        extra = 2.0 * (tp - 1) / tp * (message_bytes - sizes[-1])
+        measured = floor_s + (table[-1][1] - floor_s) * scale
+        return measured + extra / (ALLREDUCE_BUS_EFFICIENCY * chip.scaleup_bytes_per_s)
+    i = bisect.bisect_left(sizes, message_bytes)
+    (s0, t0), (s1, t1) = table[i - 1], table[i]
+    frac = math.log(message_bytes / s0) / math.log(s1 / s0)
+    measured = t0 + (t1 - t0) * frac
+    return floor_s + max(measured - floor_s, 0.0) * scale
+
+
+def tp_comm_time(model: ModelSpec, chip: ChipSpec, tokens: float, tp: ShapeLike) -> float:
+    """Tensor-parallel all-reduces of one pass over ``tokens`` tokens (whole model, one rank).
 
     Megatron-style TP all-reduces the activations twice per layer (after attention and after the
-    MLP). A ring all-reduce of ``S`` bytes moves ``2 (tp-1)/tp x S`` bytes per chip, with
-    ``S = tokens x hidden x ACTIVATION_BYTES``, over the scale-up link (``scaleup_gbytes_per_s``
-    is per direction, which is what a ring uses), plus a fixed
-    ``ALLREDUCE_LATENCY_S`` per all-reduce: ``layers x 2 x (2 (tp-1)/tp x S / scaleup_BW +
-    latency)``. Zero for ``tp = 1``.
+    MLP): ``layers x 2 x allreduce_time(tokens x hidden x 2 B)``. Zero for ``tp = 1``.
     """
-    _check_tp(tp)
-    if tp == 1 or tokens <= 0:
+    shape = as_shape(tp)
+    if shape.tp == 1 or tokens <= 0:
         return 0.0
     message = tokens * model.hidden_size * ACTIVATION_BYTES
-    per_allreduce = 2.0 * (tp - 1) / tp * message / chip.scaleup_bytes_per_s + ALLREDUCE_LATENCY_S
-    return model.layers * 2 * per_allreduce
+    return model.layers * 2 * allreduce_time(chip, shape.tp, message)
 
 
 def launch_overhead(model: ModelSpec) -> float:
@@ -186,7 +273,7 @@ def prefill_time(
     chip: ChipSpec,
     new_tokens: int,
     cached_tokens: int = 0,
-    tp: int = 1,
+    tp: ShapeLike = 1,
     *,
     batch: int = 1,
 ) -> Timing:
@@ -194,16 +281,16 @@ def prefill_time(
 
     DOMAIN.md section 5, with ``L_new = new_tokens`` and ``L_c = cached_tokens``: the compute
     term is ``(2 N_active L_new + 4 layers d_attn L_new (L_c + L_new/2)) x batch /
-    (eta_c P tp)``, where ``d_attn = attention_heads x head_dim`` and the second part is causal
+    (eta_c P chips)``, where ``d_attn = attention_heads x head_dim`` and the second part is causal
     attention (each new token scores against the cached ones and, on average, half the new ones;
-    QK^T and PV at 2 FLOPs per multiply-add each). The memory term is ``(active weight bytes /
-    tp + batch (KV(L_c) + KV(L_new)) / kv_split) / (eta_m BW)``: weights once, cached KV read,
-    new KV written. TP communication and launch overhead are added. No new tokens means no pass.
+    QK^T and PV at 2 FLOPs per multiply-add each). The memory term reads each chip's weights,
+    the cached KV and writes the new KV, plus the element-wise traffic. TP all-reduces, visible
+    all-to-all, pipeline hand-offs and launch overhead are added. No new tokens means no pass.
     """
     _check_counts(new_tokens=new_tokens, cached_tokens=cached_tokens, batch=batch)
     if new_tokens == 0:
         return ZERO_TIMING
-    measured = profile.lookup(model, chip, tp)  # a measured profile replaces the roofline
+    measured = profile.lookup(model, chip, as_shape(tp).chips)  # replaces the roofline
     if measured is not None:
         return measured.timing(measured.prefill_seconds(new_tokens, batch))
     # Sum over the batch of L_new (L_c + L_new/2): the query-key pairs of causal attention.
@@ -211,14 +298,17 @@ def prefill_time(
     return _forward(
         model,
         chip,
+        as_shape(tp),
         tokens=batch * new_tokens,
         attention_pairs=attention_pairs,
         kv_tokens=batch * (cached_tokens + new_tokens),
-        tp=tp,
+        prefill=True,
     )
 
 
-def extend_time(model: ModelSpec, chip: ChipSpec, tokens: int, context: int, tp: int = 1) -> Timing:
+def extend_time(
+    model: ModelSpec, chip: ChipSpec, tokens: int, context: int, tp: ShapeLike = 1
+) -> Timing:
     """Recompute of ``tokens`` tokens on top of a cached ``context`` (DOMAIN.md section 4).
 
     This is the token-ID handoff: MD rebuilds the KV of RLD's eager tokens itself. DOMAIN.md
@@ -230,16 +320,16 @@ def extend_time(model: ModelSpec, chip: ChipSpec, tokens: int, context: int, tp:
 
 
 def decode_step_time(
-    model: ModelSpec, chip: ChipSpec, context_lengths: Sequence[int], tp: int = 1
+    model: ModelSpec, chip: ChipSpec, context_lengths: Sequence[int], tp: ShapeLike = 1
 ) -> Timing:
     """One decode step for a batch whose sequences have the given contexts ``c_i``.
 
-    DOMAIN.md section 5: ``max(2 N_active b / (eta_c P tp), (active weight bytes(b) / tp +
-    sum_i KV(c_i) / kv_split) / (eta_m BW)) + comm + launch overhead``, with ``b`` the batch.
-    Two deliberate additions keep it the ``L_new = 1`` case of the prefill formula (so a
-    one-token extend and a decode step agree): the compute term also counts attention,
-    ``4 layers d_attn (c_i + 1/2)`` per sequence, which at long contexts is a fifth or more of
-    the FLOPs; and the memory term counts writing the step's own KV, ``KV(b)``.
+    DOMAIN.md section 5: ``max(2 N_active b / (eta_c P chips), (weights per chip(b) +
+    sum_i KV(c_i) per chip) / (eta_m BW)) + comm + launch overhead``, with ``b`` the batch: at
+    large batch the step is bound by the weights plus every sequence's KV reads. It is the
+    ``L_new = 1`` case of the prefill formula (so a one-token extend and a decode step agree):
+    the compute term counts attention, ``4 layers d_attn (c_i + 1/2)`` per sequence, and the
+    memory term counts writing the step's own KV.
     """
     batch = len(context_lengths)
     if batch == 0:
@@ -249,11 +339,11 @@ def decode_step_time(
         if context < 0:
             raise ValueError(f"context_lengths: must be non-negative, got {context!r}")
         total_context += context
-    return _decode(model, chip, batch, total_context, tp)
+    return _decode(model, chip, batch, total_context, as_shape(tp))
 
 
 def decode_step_time_uniform(
-    model: ModelSpec, chip: ChipSpec, batch: int, context: int, tp: int = 1
+    model: ModelSpec, chip: ChipSpec, batch: int, context: int, tp: ShapeLike = 1
 ) -> Timing:
     """``decode_step_time`` for ``batch`` sequences that all have ``context`` tokens.
 
@@ -262,64 +352,123 @@ def decode_step_time_uniform(
     _check_counts(batch=batch, context=context)
     if batch == 0:
         raise ValueError("batch: a decode step needs at least one sequence")
-    return _decode(model, chip, batch, batch * context, tp)
+    return _decode(model, chip, batch, batch * context, as_shape(tp))
 
 
-def _decode(model: ModelSpec, chip: ChipSpec, batch: int, total_context: int, tp: int) -> Timing:
-    measured = profile.lookup(model, chip, tp)  # a measured profile replaces the roofline
+def _decode(
+    model: ModelSpec, chip: ChipSpec, batch: int, total_context: int, shape: InstanceShape
+) -> Timing:
+    measured = profile.lookup(model, chip, shape.chips)  # a measured profile replaces the roofline
     if measured is not None:
         return measured.timing(measured.decode_seconds(batch))
     # Each sequence adds one token over c_i cached: L_new (L_c + L_new/2) = c_i + 1/2.
     return _forward(
         model,
         chip,
+        shape,
         tokens=batch,
         attention_pairs=total_context + batch / 2,
         kv_tokens=total_context + batch,
-        tp=tp,
+        prefill=False,
     )
+
+
+def _stage_weight_bytes(model: ModelSpec, shape: InstanceShape, tokens: float) -> float:
+    """Weight bytes one chip streams for one micro-batch of ``tokens`` tokens in its stage.
+
+    Dense/attention weights shard over ``tp x pp``; routed experts over the stage's ``tp x dp``
+    chips and ``pp``, and only the experts the micro-batch touches are read
+    (``touched_experts``). For ``tp = pp = dp = 1`` this is ``active_weight_bytes``.
+    """
+    routed = model.routed_expert_params
+    dense = model.total_params_b * 1e9 - routed
+    per_expert = routed / model.moe_experts if model.is_moe else 0.0
+    touched = touched_experts(model, max(tokens, 1.0))
+    return (
+        dense / (shape.tp * shape.pp) + per_expert * touched / (shape.stage_chips * shape.pp)
+    ) * model.weight_bytes_per_param
 
 
 def _forward(
     model: ModelSpec,
     chip: ChipSpec,
+    shape: InstanceShape,
     *,
     tokens: float,
     attention_pairs: float,
     kv_tokens: float,
-    tp: int,
+    prefill: bool,
 ) -> Timing:
     """The shared roofline of every pass (see the module docstring for the conventions)."""
-    _check_tp(tp)
+    pp = shape.pp
+    if pp == 1:
+        micro, passes = 1, 1
+    elif prefill:
+        micro = max(1, math.ceil(tokens / PP_CHUNK_TOKENS))
+        passes = max(micro, pp)
+    else:
+        micro = max(1, min(math.ceil(tokens), pp))
+        passes = pp
+    mb_tokens = tokens / micro
+    rank_tokens = mb_tokens / shape.dp
+    stage_layers = model.layers / pp
     d_attn = model.attention_heads * model.head_dim
     # 2 FLOPs per parameter per token for the matmuls, 4 d_attn per layer per attention pair.
-    flops = 2.0 * model.active_params_b * 1e9 * tokens + 4.0 * model.layers * d_attn * (
-        attention_pairs
-    )
-    compute_s = flops / (chip.compute_efficiency * chip.peak_flops * tp)
-    weight_bytes = active_weight_bytes(model, tokens) / tp
-    bytes_per_chip = weight_bytes + kv_bytes(model, kv_tokens) / kv_split(model, tp)
+    flops = (
+        2.0 * model.active_params_b * 1e9 * mb_tokens
+        + 4.0 * model.layers * d_attn * attention_pairs / micro
+    ) / pp
+    compute_s = flops / (chip.compute_efficiency * chip.peak_flops * shape.stage_chips)
+    kv_per_chip = kv_tokens / micro / shape.dp * kv_bytes_per_token_per_chip(model, shape)
+    elementwise = (
+        rank_tokens * model.hidden_size * ACTIVATION_BYTES * ELEMENTWISE_VECTORS_PER_LAYER
+    ) * stage_layers
+    bytes_per_chip = _stage_weight_bytes(model, shape, mb_tokens) + kv_per_chip + elementwise
     memory_s = bytes_per_chip / (chip.memory_efficiency * chip.hbm_bytes_per_s)
-    comm_s = tp_comm_time(model, chip, tokens, tp)
-    overhead_s = launch_overhead(model)
+    comm_s = 0.0
+    if shape.tp > 1:
+        message = rank_tokens * model.hidden_size * ACTIVATION_BYTES
+        comm_s += stage_layers * 2 * allreduce_time(chip, shape.tp, message)
+    hidden_s = 0.0
+    if shape.ep > 1:
+        a2a = stage_layers * 2 * _alltoall_time(model, chip, shape, mb_tokens)
+        visible = max(0.0, a2a - max(compute_s, memory_s))
+        comm_s += visible
+        hidden_s = a2a - visible
+    if pp > 1:
+        link = chip.scaleup_bytes_per_s
+        if shape.chips > chip.scaleup_domain:
+            link = chip.scaleout_gbits_per_s * 1e9 / 8
+        comm_s += SEND_LATENCY_S + mb_tokens * model.hidden_size * ACTIVATION_BYTES / link
+    overhead_s = stage_layers * LAUNCH_OVERHEAD_PER_LAYER_S
     bound: Bound = "compute"
     if memory_s > compute_s:
         bound = "memory"
     if comm_s > max(compute_s, memory_s):
         bound = "comm"
     return Timing(
-        seconds=max(compute_s, memory_s) + comm_s + overhead_s,
-        compute_s=compute_s,
-        memory_s=memory_s,
-        comm_s=comm_s,
-        overhead_s=overhead_s,
+        seconds=passes * (max(compute_s, memory_s) + comm_s + overhead_s),
+        compute_s=passes * compute_s,
+        memory_s=passes * memory_s,
+        comm_s=passes * comm_s,
+        overhead_s=passes * overhead_s,
         bound=bound,
+        hidden_comm_s=passes * hidden_s,
     )
 
 
-def _check_tp(tp: int) -> None:
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tp: must be a positive integer, got {tp!r}")
+def _alltoall_time(model: ModelSpec, chip: ChipSpec, shape: InstanceShape, tokens: float) -> float:
+    """One MoE dispatch (or combine) all-to-all of a micro-batch over the ``ep`` ranks.
+
+    Each chip sends its share of the tokens, ``tokens / (tp x dp)``, to ``top_k`` experts, of
+    which ``1 - 1/ep`` live elsewhere: ``bytes / link + ALLTOALL_LATENCY_S``. The link is the
+    scale-up fabric while the expert group fits one domain, else the chip's scale-out NIC.
+    """
+    link = chip.scaleup_bytes_per_s
+    if shape.stage_chips > chip.scaleup_domain:
+        link = chip.scaleout_gbits_per_s * 1e9 / 8
+    per_chip = tokens / shape.stage_chips * model.moe_top_k * model.hidden_size * ACTIVATION_BYTES
+    return ALLTOALL_LATENCY_S + per_chip * (1 - 1 / shape.ep) / link
 
 
 def _check_counts(**counts: int) -> None:

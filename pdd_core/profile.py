@@ -5,7 +5,7 @@
 ``bench/bench_llamacpp.py --profile-out`` writes (format in ``docs/profiles.md``): prefill
 throughput, decode-step times at measured batch sizes, KV bytes per token and KV export/import
 cost. Registered profiles replace the roofline in ``perf.prefill_time``, ``perf.extend_time`` and
-``perf.decode_step_time`` for their (model, chip) pair at ``tp = 1``, so the simulator, the
+``perf.decode_step_time`` for their (model, chip) pair on single-chip instances, so the simulator, the
 planner and the router use them without knowing. ``PDD_PROFILES`` (paths separated by ``:``)
 registers profiles at import, so every CLI takes one without a flag.
 
@@ -158,9 +158,10 @@ def load(path: Path | str) -> MeasuredProfile:
     return profile
 
 
-def lookup(model: ModelSpec, chip: ChipSpec, tp: int = 1) -> MeasuredProfile | None:
-    """The registered profile of ``model`` on ``chip``, if any (profiles are measured at tp 1)."""
-    if tp != 1 or not _REGISTRY:
+def lookup(model: ModelSpec, chip: ChipSpec, chips: int = 1) -> MeasuredProfile | None:
+    """The registered profile of ``model`` on ``chip`` for an instance of ``chips`` chips, if
+    any (profiles are measured on one device, so only single-chip instances use them)."""
+    if chips != 1 or not _REGISTRY:
         return None
     return _REGISTRY.get((model.id, chip.id))
 

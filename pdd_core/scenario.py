@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from pdd_core.routing import RoutingTable
 from pdd_core.sim import DEFAULT_PRICES, Policy, SimConfig, SimResult, policy_topology, simulate
-from pdd_core.specs import SLA, PriceBook, Topology, load_chips, load_models, topology_from_dict
+from pdd_core.specs import (
+    SLA,
+    PriceBook,
+    RldMode,
+    ShapeError,
+    Topology,
+    load_chips,
+    load_models,
+    topology_from_dict,
+)
 from pdd_core.workload import AgenticWorkload, Request, generate_agentic, read_trace
 
 TOP_LEVEL = frozenset(
@@ -61,8 +70,6 @@ class WorkloadSpec:
         if self.max_requests is not None:
             loaded = loaded[: self.max_requests]
         if self.time_scale != 1.0:
-            from dataclasses import replace
-
             loaded = [replace(r, arrival_s=r.arrival_s * self.time_scale) for r in loaded]
         return loaded
 
@@ -119,6 +126,8 @@ def load_scenario(path: Path | str, *, trace: Path | str | None = None) -> Scena
         raise ValueError(f"{path.name}: not valid TOML ({exc})") from None
     try:
         return scenario_from_dict(raw, base_dir=path.parent, trace=trace)
+    except ShapeError as exc:
+        raise ShapeError(exc.rule, f"{path.name}: {exc.detail}") from None
     except ValueError as exc:
         raise ValueError(f"{path.name}: {exc}") from None
 
@@ -129,7 +138,7 @@ def scenario_from_dict(
     """Build a ``Scenario`` from parsed TOML (see the module docstring for the tables)."""
     _no_unknown("", raw, TOP_LEVEL)
     head = _table(raw, "scenario")
-    _no_unknown("scenario", head, frozenset({"name", "description", "model", "seed"}))
+    _no_unknown("scenario", head, frozenset({"name", "description", "model", "seed", "rld_mode"}))
     model_id = head.get("model")
     models = load_models()
     if model_id not in models:
@@ -140,6 +149,12 @@ def scenario_from_dict(
     pdd = _topology(
         "pools", sites, links, raw.get("pools", []), model_id=model_id, chips=chips, models=models
     )
+    try:
+        pdd = replace(pdd, rld_mode=RldMode(head.get("rld_mode", RldMode.POOL)))
+    except ValueError:
+        raise ValueError(
+            f"[scenario] rld_mode: must be pool or shared-with-prefill, got {head['rld_mode']!r}"
+        ) from None
     baseline_raw = _table(raw, "baseline")
     _no_unknown("baseline", baseline_raw, frozenset({"pools"}))
     baseline = _topology(
@@ -223,7 +238,9 @@ def _topology(
         _no_unknown(
             f"{key} #{index + 1}",
             pool,
-            frozenset({"name", "site", "chip", "role", "instances", "tp", "model"}),
+            frozenset(
+                {"name", "site", "chip", "role", "instances", "tp", "pp", "dp", "ep", "model"}
+            ),
         )
         if pool.get("chip") not in chips:
             raise ValueError(
@@ -231,9 +248,16 @@ def _topology(
             )
         filled.append({"model": model_id, **pool})
     try:
-        return topology_from_dict({"sites": sites, "links": links, "pools": filled}, chips, models)
+        topology = topology_from_dict(
+            {"sites": sites, "links": links, "pools": filled}, chips, models
+        )
     except ValueError as exc:
         raise ValueError(f"[[{key}]] / [[sites]] / [[links]]: {exc}") from None
+    try:
+        topology.check_shapes()
+    except ShapeError as exc:
+        raise ShapeError(exc.rule, f"[[{key}]] {exc.detail}") from None
+    return topology
 
 
 def _table(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:

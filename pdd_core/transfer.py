@@ -8,13 +8,19 @@ time) both use this module, so a simulated TTFT and an emulated one come from th
 Protocol assumptions, stated once:
 
 - One RTT per transfer: the receiver asks for the blocks it lacks and learns of completion from
-  the sender's acknowledgement; the connection itself is long-lived, so no connect handshake.
-- TCP slow start is ignored: a KV transfer engine keeps its connections open with windows
-  already grown (and operators disable ``tcp_slow_start_after_idle``), so a transfer runs at its
-  share from the first byte.
-- Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer: an
-  extra delay ``|N(0, jitter_ms)|`` and a bandwidth factor ``N(1, bandwidth_jitter)`` clipped
-  to ``[MIN_BANDWIDTH_FACTOR, 2 - MIN_BANDWIDTH_FACTOR]`` (symmetric, so the mean stays 1).
+  the sender's acknowledgement. A fixed per-transfer ``setup_s`` (block lookup, memory
+  registration, the request message) is added on top; it uses no bandwidth.
+- TCP slow start (``initial_window_bytes`` > 0): the sender's window starts at that size and
+  doubles every RTT until it covers the flow's share of the bandwidth-delay product; a transfer
+  pays ``sum over slow-start rounds of (RTT - window / share)`` on top of ``bytes / share``
+  (``slow_start_extra_s``). With 0 the connection's window is already open (a long-lived
+  connection with ``tcp_slow_start_after_idle`` off), as before.
+- Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer and
+  is heavy-tailed, as measured WAN delay and throughput are: an extra delay from a Lomax
+  (Pareto II) law of shape ``JITTER_SHAPE`` with mean ``jitter_ms``, and a bandwidth factor
+  ``1 / (1 + X)`` with ``X`` Lomax of the same shape and mean ``bandwidth_jitter``, floored at
+  ``MIN_BANDWIDTH_FACTOR``. The factor never exceeds 1, so jittered flows never take more than
+  their equal share and the sum of flow rates never exceeds the line rate.
 """
 
 from __future__ import annotations
@@ -31,8 +37,12 @@ from pdd_core.specs import LinkSpec
 Rng = np.random.Generator | random.Random
 
 # Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
-# a timeout, which the agents handle, not a bandwidth sample). The upper clip mirrors it.
+# a timeout, which the agents handle, not a bandwidth sample).
 MIN_BANDWIDTH_FACTOR = 0.1
+
+# Shape of the Lomax (Pareto II) laws of jitter: finite mean and variance, a polynomial tail
+# (P(X > x) ~ x^-3), the "heavy tail" WAN measurements report rather than a normal's.
+JITTER_SHAPE = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,31 +59,82 @@ NO_JITTER = JitterSample()
 def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     """Draw one transfer's jitter from the link's spreads (none without an rng or a spread).
 
-    The delay is ``|N(0, jitter_ms)|`` because jitter only ever adds delay; the factor is
-    clipped ``N(1, bandwidth_jitter)`` (see the module docstring). Draws happen in a fixed order
-    (delay, then factor), and only for non-zero spreads, so a seeded rng reproduces a run.
+    See the module docstring for the laws. Draws happen in a fixed order (delay, then factor),
+    and only for non-zero spreads, so a seeded rng reproduces a run.
     """
     if rng is None:
         return NO_JITTER
     delay_s = 0.0
     if link.jitter_ms > 0:
-        delay_s = abs(_normal(rng, link.jitter_ms)) / 1000.0
+        delay_s = _lomax(rng, link.jitter_ms) / 1000.0
     factor = 1.0
     if link.bandwidth_jitter > 0:
-        factor = 1.0 + _normal(rng, link.bandwidth_jitter)
-        factor = min(max(factor, MIN_BANDWIDTH_FACTOR), 2.0 - MIN_BANDWIDTH_FACTOR)
+        factor = max(1.0 / (1.0 + _lomax(rng, link.bandwidth_jitter)), MIN_BANDWIDTH_FACTOR)
     return JitterSample(delay_s=delay_s, bandwidth_factor=factor)
 
 
+def slow_start_extra_s(
+    nbytes: float, share_bytes_per_s: float, rtt_s: float, initial_window_bytes: float
+) -> float:
+    """Seconds TCP slow start adds to a transfer of ``nbytes`` at ``share_bytes_per_s``.
+
+    Each round trip the window (from ``initial_window_bytes``, doubling) sends one window;
+    while the window is below the share's bandwidth-delay product a round costs ``rtt`` where
+    the share would have sent it in ``window / share``. Rounds stop once the window covers the
+    product or the bytes are sent. Zero without a window, a round trip or bytes.
+    """
+    if initial_window_bytes <= 0 or rtt_s <= 0 or nbytes <= 0 or share_bytes_per_s <= 0:
+        return 0.0
+    bdp = share_bytes_per_s * rtt_s
+    window = initial_window_bytes
+    sent = 0.0
+    extra = 0.0
+    while window < bdp and sent < nbytes:
+        chunk = min(window, nbytes - sent)
+        extra += rtt_s - chunk / share_bytes_per_s
+        sent += chunk
+        window *= 2.0
+    return extra
+
+
+def ideal_transfer_s(
+    nbytes: float,
+    bytes_per_s: float,
+    rtt_s: float,
+    *,
+    flows: float = 1,
+    setup_s: float = 0.0,
+    initial_window_bytes: float = 0.0,
+) -> float:
+    """Jitter-free seconds to move ``nbytes`` at ``1 / flows`` of ``bytes_per_s``.
+
+    ``setup + bytes / share + slow-start extra + RTT`` (see the module docstring): plain
+    numbers in and out, so the router's predictor (``pdd_core.predict``) calls it directly.
+    """
+    share = bytes_per_s / flows
+    return (
+        setup_s
+        + nbytes / share
+        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + rtt_s
+    )
+
+
 def transfer_time(
-    link: LinkSpec, nbytes: float, rng: Rng | None = None, *, flows: int = 1
+    link: LinkSpec,
+    nbytes: float,
+    rng: Rng | None = None,
+    *,
+    flows: int = 1,
+    setup_s: float = 0.0,
+    initial_window_bytes: float = 0.0,
 ) -> float:
     """Seconds to move ``nbytes`` over ``link`` while ``flows`` flows share it equally.
 
-    ``nbytes / (bytes_per_s / flows x bandwidth_factor) + RTT + jitter delay`` (DOMAIN.md
-    section 5 with ``k = 1``; see the module docstring for why one RTT and no slow start). It
-    assumes the flow count stays fixed for the whole transfer; when flows come and go, use
-    ``FairShareLink``. A zero-byte transfer still pays the round trip.
+    ``ideal_transfer_s`` at the share times the jitter's bandwidth factor, plus the jitter's
+    delay (DOMAIN.md section 5 with ``k = 1``). It assumes the flow count stays fixed for the
+    whole transfer; when flows come and go, use ``FairShareLink``. A zero-byte transfer still
+    pays the round trip and the setup.
     """
     if nbytes < 0:
         raise ValueError(f"nbytes: must be non-negative, got {nbytes!r}")
@@ -81,7 +142,14 @@ def transfer_time(
         raise ValueError(f"flows: must be at least 1, got {flows!r}")
     jitter = sample_jitter(link, rng)
     share = link.bytes_per_s / flows * jitter.bandwidth_factor
-    return nbytes / share + link.rtt_ms / 1000.0 + jitter.delay_s
+    rtt_s = link.rtt_ms / 1000.0
+    return (
+        setup_s
+        + nbytes / share
+        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + rtt_s
+        + jitter.delay_s
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +179,26 @@ class FairShareLink:
 
     Each flow whose bytes are still in transit gets ``bytes_per_s / n x factor``, where ``n``
     is the number of such flows and ``factor`` its bandwidth-jitter sample; when a flow starts
-    or drains, every other flow's completion is recomputed. A flow completes ``latency`` (one RTT
-    plus its jitter delay) after its last byte drains, and that tail uses no bandwidth. Time only
+    or drains, every other flow's completion is recomputed. A flow completes ``latency`` (one RTT,
+    its jitter delay, the per-transfer ``setup_s`` and its slow-start ramp) after its last byte
+    drains, and that tail uses no bandwidth. Time only
     moves when the caller passes it in: a simulator passes virtual time, the WAN emulator
     passes its clock and sleeps until ``next_completion()``. Cost is O(n log n) per call, never
     per byte.
     """
 
-    def __init__(self, link: LinkSpec, rng: Rng | None = None) -> None:
+    def __init__(
+        self,
+        link: LinkSpec,
+        rng: Rng | None = None,
+        *,
+        setup_s: float = 0.0,
+        initial_window_bytes: float = 0.0,
+    ) -> None:
         self.link = link
         self._rng = rng
+        self.setup_s = setup_s
+        self.initial_window_bytes = initial_window_bytes
         self._flows: dict[Hashable, _Flow] = {}
         self._now = 0.0
 
@@ -152,12 +230,18 @@ class FairShareLink:
             raise ValueError(f"nbytes: must be non-negative, got {nbytes!r}")
         self._progress(now)
         jitter = sample_jitter(self.link, self._rng)
+        rtt_s = self.link.rtt_ms / 1000.0
+        # Slow start is charged at the share the flow gets when it starts, as latency that
+        # uses no bandwidth (the window, not the line, limits it), so rates never sum above
+        # the line rate.
+        share = self.link.bytes_per_s / (self.active_flows + 1) * jitter.bandwidth_factor
+        ramp = slow_start_extra_s(nbytes, share, rtt_s, self.initial_window_bytes)
         flow = _Flow(
             nbytes=nbytes,
             started_s=now,
             remaining=float(nbytes),
             factor=jitter.bandwidth_factor,
-            latency_s=self.link.rtt_ms / 1000.0 + jitter.delay_s,
+            latency_s=rtt_s + jitter.delay_s + self.setup_s + ramp,
         )
         if nbytes == 0:
             flow.drained_s = now
@@ -172,6 +256,11 @@ class FairShareLink:
         """
         self._progress(now)
         self.link = link
+
+    def flow(self, flow_id: Hashable) -> FlowCompletion:
+        """A flow on the link: its size and start (``finished_s`` is NaN while in flight)."""
+        f = self._flows[flow_id]
+        return FlowCompletion(flow_id, f.nbytes, f.started_s, math.nan)
 
     def cancel(self, flow_id: Hashable, now: float) -> float:
         """Drop a flow (a timed-out or aborted transfer) and return its bytes not yet sent.
@@ -277,7 +366,9 @@ class FairShareLink:
         self._now = now
 
 
-def _normal(rng: Rng, sigma: float) -> float:
+def _lomax(rng: Rng, mean: float) -> float:
+    """A Lomax (Pareto II) draw of shape ``JITTER_SHAPE`` scaled to the given mean."""
+    scale = mean * (JITTER_SHAPE - 1.0)
     if isinstance(rng, random.Random):
-        return rng.gauss(0.0, sigma)
-    return float(rng.normal(0.0, sigma))
+        return scale * (rng.paretovariate(JITTER_SHAPE) - 1.0)
+    return scale * float(rng.pareto(JITTER_SHAPE))

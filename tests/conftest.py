@@ -3,15 +3,27 @@
 Personas: an operator, a viewer, a billing client and an agent (API tokens), an outsider
 (a bad token) and a browser operator (session). In CI (``CI`` set) tests marked ``postgres`` or
 ``redis`` fail instead of skipping when their service URL is missing.
+
+Hygiene: every test gets fresh channel-layer instances (a Redis layer's locks belong to the event
+loop that first used them, and each async test has its own loop); channel-layer keys carry a
+per-run prefix and are deleted at the end, as are the run's Celery result keys; and on
+PostgreSQL the sessions other threads left open on the test database are ended before it is
+dropped, so it is not left behind.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+# Set before Django reads its settings (pytest-django does that after loading conftests), and
+# inherited by the servers and agents tests start, so their keys carry it too.
+TEST_CHANNEL_PREFIX = f"pdd-test-{uuid.uuid4().hex[:8]}"
+os.environ["PDD_CHANNEL_PREFIX"] = TEST_CHANNEL_PREFIX
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
@@ -34,7 +46,13 @@ def issue_token(db: Any) -> Callable[[str], str]:
     counter = iter(range(10_000))
 
     def make(scope: str) -> str:
-        return api_token_issue(name=f"{scope}-{next(counter)}", scope=scope).secret
+        # Agent tokens are always site-bound: the agent persona reports for site ``dc-a``.
+        site = None
+        if scope == "agent":
+            from controlplane.inventory.models import Site
+
+            site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
+        return api_token_issue(name=f"{scope}-{next(counter)}", scope=scope, site=site).secret
 
     return make
 
@@ -91,3 +109,58 @@ def browser_operator(db: Any, django_user_model: Any) -> Any:
 @pytest.fixture
 def _require_service_in_ci(request: Any) -> None:
     pytest.fail("CI must provide DATABASE_URL and REDIS_URL; this test needs them")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layers() -> Iterator[None]:
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _redis_keys_removed_after_the_run() -> Iterator[None]:
+    """Delete the run's channel-layer keys (its prefix) and Celery results when it ends."""
+    from django.conf import settings
+
+    # Django may have read its settings before this module set the variable.
+    config = settings.CHANNEL_LAYERS["default"].get("CONFIG", {})
+    if "prefix" in config:
+        config["prefix"] = TEST_CHANNEL_PREFIX
+    url = os.environ.get("REDIS_URL", "").strip()
+    yield
+    if not url:
+        return
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        for pattern in (f"{TEST_CHANNEL_PREFIX}*", "celery-task-meta-*"):
+            batch = list(client.scan_iter(match=pattern, count=500))
+            for start in range(0, len(batch), 500):
+                client.delete(*batch[start : start + 500])
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database, with other threads' sessions ended before it is dropped.
+
+    Channels runs ORM calls in worker threads (``database_sync_to_async``) whose connections
+    outlive the test; PostgreSQL refuses to drop a database with sessions on it.
+    """
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for connection in connections.all():
+            if connection.vendor != "postgresql":
+                continue
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )

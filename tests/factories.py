@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from itertools import count
 from typing import Any
@@ -92,4 +93,9 @@ def request_record(**kw: Any) -> dict[str, Any]:
         "wan_bytes": 5_000_000, "handoff_mode": "one-shot", "rld_tokens": 12,
         "md_tokens": 188, "sla_met": True, "rejected": False,
     }  # fmt: skip
+    if "finish_time" in kw and "arrival_time" not in kw:
+        # A request lasts seconds: arrive 5 s before the chosen finish.
+        finish = datetime.fromisoformat(str(kw["finish_time"]).replace("Z", "+00:00"))
+        arrival = finish - timedelta(seconds=5)
+        data["arrival_time"] = arrival.isoformat().replace("+00:00", "Z")
     return {**data, **kw}

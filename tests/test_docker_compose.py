@@ -22,9 +22,9 @@ def _services() -> dict[str, dict[str, object]]:
 def test_the_stack_has_its_services_with_health_checks() -> None:
     services = _services()
 
-    assert set(services) == {"postgres", "redis", "web", "worker", "beat"}
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
     assert all("healthcheck" in s for s in services.values())
-    for name in ("web", "worker", "beat"):
+    for name in ("migrate", "web", "worker", "beat"):
         env = services[name]["environment"]
         assert isinstance(env, dict)
         assert env["DATABASE_URL"].startswith("postgres://")
@@ -38,7 +38,7 @@ def test_every_app_command_exists() -> None:
     beat = services["beat"]["command"]
 
     assert "daphne" in web and "controlplane.asgi:application" in web
-    assert "manage.py migrate" in web
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     bin_dir = Path(sys.executable).parent
     for program in ("daphne", "celery"):
         assert (bin_dir / program).exists() or shutil.which(program), program
@@ -48,3 +48,38 @@ def test_every_app_command_exists() -> None:
     from controlplane.asgi import application
 
     assert callable(application)
+
+
+def test_processes_that_use_the_database_wait_for_the_migrations() -> None:
+    services = _services()
+
+    for name in ("web", "worker", "beat"):
+        depends = services[name]["depends_on"]
+        assert isinstance(depends, dict)
+        assert depends["migrate"] == {"condition": "service_completed_successfully"}
+        assert depends["postgres"] == {"condition": "service_healthy"}
+    assert services["migrate"]["restart"] == "no"
+
+
+def test_the_secret_key_must_be_set_rather_than_defaulted() -> None:
+    for name in ("migrate", "web", "worker", "beat"):
+        env = _services()[name]["environment"]
+        assert isinstance(env, dict)
+        assert env["PDD_SECRET_KEY"] == "${PDD_SECRET_KEY:?set PDD_SECRET_KEY}"
+
+
+def test_the_image_installs_the_hashed_lock_and_runs_as_a_user() -> None:
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+
+    assert "RUN pip install --require-hashes -r requirements/runtime.txt" in lines
+    assert "RUN pip install --no-deps . \\" in lines
+    assert "USER 10001:10001" in lines
+    assert lines.index("USER 10001:10001") > lines.index("RUN pip install --no-deps . \\")
+
+
+def test_the_build_context_leaves_out_environments_state_and_history() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+
+    assert {".git", ".venv", ".venv-*", "var", "test-artifacts", ".env"} <= ignored
+    for copied in ("pdd_core", "controlplane", "frontend", "fixtures", "requirements"):
+        assert copied not in ignored

@@ -22,18 +22,25 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         if obj is None:
-            return ("name", "scope")
-        return ("name", "scope", *self.readonly_fields)
+            return ("name", "scope", "tenant", "site")
+        return ("name", "scope", "tenant", "site", *self.readonly_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         if obj is None:
             return ()
-        return ("name", "scope", *self.readonly_fields)
+        return ("name", "scope", "tenant", "site", *self.readonly_fields)
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             return
-        issued = api_token_issue(name=obj.name, scope=obj.scope, created_by=request.user)  # type: ignore[arg-type]
+        # The form already checked the model's constraints (an agent token needs a site).
+        issued = api_token_issue(
+            name=obj.name,
+            scope=obj.scope,
+            created_by=request.user,  # type: ignore[arg-type]
+            tenant=obj.tenant,
+            site=obj.site,
+        )
         obj.pk = issued.token.pk
         obj.prefix = issued.token.prefix
         messages.warning(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -38,8 +39,9 @@ class ApiToken(models.Model):
     tenant = models.ForeignKey(
         "billing.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    # An agent token is bound to the site its agents run in: an agent cannot register (or be
-    # configured, or report) as another site's. PROTECT for the same reason as the tenant.
+    # An agent token is bound to the site its agents run in (always, see the constraints): an
+    # agent cannot register (or be configured, or report) as another site's. PROTECT for the
+    # same reason as the tenant.
     site = models.ForeignKey(
         "inventory.Site", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -58,10 +60,23 @@ class ApiToken(models.Model):
                 condition=models.Q(site__isnull=True) | models.Q(scope=Scope.AGENT.value),
                 name="apitoken_site_only_for_agent",
             ),
+            # An active agent token is always bound to a site (agents report for it only).
+            models.CheckConstraint(
+                condition=~models.Q(scope=Scope.AGENT.value)
+                | models.Q(site__isnull=False)
+                | models.Q(revoked_at__isnull=False),
+                name="apitoken_agent_has_site",
+                violation_error_message="An agent token must be bound to a site.",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.scope}, pdd_{self.prefix}_...)"
+
+    def clean(self) -> None:
+        # The constraint below says the same, but forms skip constraints on fields they lack.
+        if self.scope == Scope.AGENT and self.site_id is None and self.revoked_at is None:
+            raise ValidationError({"site": "An agent token must be bound to a site."})
 
     @property
     def is_active(self) -> bool:

@@ -12,6 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.accounts.models import ApiToken, Scope
+from controlplane.core.broadcast import token_sockets_close
+from controlplane.core.consumers import CLOSE_UNAUTHENTICATED
 from pdd_core.agent.config import hash_key
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ def api_token_issue(
     """Create a token and return it with its secret, which is not recoverable afterwards.
 
     ``tenant`` binds a billing token to one tenant's data; ``site`` binds an agent token to the
-    site its agents run in (agents register only with a site-bound token).
+    site its agents run in (required: an agent token reports for its own site only).
     """
     if scope not in Scope.values:
         raise ValueError(f"scope: must be one of {', '.join(Scope.values)}, got {scope!r}")
@@ -65,6 +67,8 @@ def api_token_issue(
         raise ValueError("tenant: only billing tokens can be bound to a tenant")
     if site is not None and scope != Scope.AGENT.value:
         raise ValueError("site: only agent tokens can be bound to a site")
+    if site is None and scope == Scope.AGENT.value:
+        raise ValueError("site: an agent token must be bound to the site its agents run in")
     if not name.strip():
         raise ValueError("name: must not be empty")
     prefix = secrets.token_hex(4)
@@ -83,11 +87,15 @@ def api_token_issue(
     return IssuedToken(token=token, secret=raw)
 
 
+@transaction.atomic
 def api_token_revoke(*, token: ApiToken) -> ApiToken:
-    """Revoke a token; further requests with it are refused with 401."""
+    """Revoke a token: further requests with it are refused with 401, and the WebSockets it
+    holds open are closed with 4401 once the revocation commits."""
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        token_id = token.pk
+        transaction.on_commit(lambda: token_sockets_close(token_id, CLOSE_UNAUTHENTICATED))
     return token
 
 

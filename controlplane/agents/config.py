@@ -1,34 +1,35 @@
-"""The configuration every agent runs: one versioned document, built in one place.
+"""The configuration every agent runs: one document per role, built in one place.
 
-It carries the active plan's routing table and pool assignment (the planning app) and the
-hashed tenant API keys (the billing app), so a gateway never queries the database per request.
-Version 0 means no plan has been activated yet; agents then keep their local configuration.
+It carries the active plan's routing table and pool assignment (``planning.selectors``) and,
+for gateways only, the hashed tenant API keys (``billing.selectors``), so a gateway never
+queries the database per request and no other role ever holds a key hash. ``version`` is the
+active plan's config version (0 before any plan is activated: agents keep their local routing).
+A change that is not a new plan (a key created or revoked) is pushed with the same version and
+a different document; agents apply any document that differs from the one they run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
-
+from controlplane.agents.models import AgentRole
 from controlplane.billing.selectors import api_key_hashes_for_gateway
+from controlplane.planning.selectors import active_config
 
-CONFIG_GROUP = "config.all"
-
-
-def _active_plan_config() -> dict[str, Any]:
-    if not apps.is_installed("controlplane.planning"):
-        return {"version": 0, "routing_table": None, "pools": []}
-    from controlplane.planning import selectors as planning  # type: ignore[import-not-found,unused-ignore]
-
-    active = planning.active_config()
-    if active is None:
-        return {"version": 0, "routing_table": None, "pools": []}
-    return dict(active)
+NO_PLAN: dict[str, Any] = {"version": 0, "routing_table": None, "pools": []}
 
 
-def current_config() -> dict[str, Any]:
-    """``{"version", "routing_table", "pools", "tenant_keys"}``: what agents must run now."""
-    config = _active_plan_config()
-    config["tenant_keys"] = api_key_hashes_for_gateway()
+def current_config(*, role: str) -> dict[str, Any]:
+    """``{"version", "routing_table", "pools", ...}`` (plus ``tenant_keys`` for gateways):
+    what an agent of ``role`` must run now."""
+    active = active_config()
+    config = dict(NO_PLAN) if active is None else dict(active)
+    if role == AgentRole.GATEWAY:
+        config["tenant_keys"] = api_key_hashes_for_gateway()
     return config
+
+
+def current_version() -> int:
+    """The config version agents should run (the active plan's, 0 without one)."""
+    active = active_config()
+    return 0 if active is None else int(active["version"])

@@ -1,9 +1,11 @@
 """``/ws/agents/<id>/``: the config channel each agent holds open.
 
-On connect the agent receives the current config as ``{"type": "config", "version", "config"}``;
-whenever a plan is activated (a push to ``config.all``) it receives the new one. It answers
+On connect the agent receives the current config of its role as ``{"type": "config",
+"version", "config"}``; whenever what agents run changes (a plan is activated, a key is created
+or revoked: a push to ``config.all``) it receives the current one again. It answers
 ``{"type": "ack", "version": n}`` once applied. Only an agent token of the agent's own site may
-connect. Reconnecting agents simply receive the current version again.
+connect, and revoking that token closes the socket (4401). Reconnecting agents simply receive
+the current config again.
 """
 
 from __future__ import annotations
@@ -12,22 +14,21 @@ from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
 
-from controlplane.agents.config import CONFIG_GROUP, current_config
+from controlplane.agents.config import current_config
 from controlplane.agents.models import Agent
 from controlplane.agents.services import agent_ack_config, agent_touch
-from controlplane.core.consumers import CLOSE_FORBIDDEN, ScopedJsonConsumer
-
-CLOSE_NOT_FOUND = 4404
-
-
-@database_sync_to_async
-def _agent_site_id(agent_id: int) -> int | None:
-    return Agent.objects.filter(pk=agent_id).values_list("site_id", flat=True).first()
+from controlplane.core.broadcast import CONFIG_GROUP
+from controlplane.core.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ScopedJsonConsumer
 
 
 @database_sync_to_async
-def _config() -> dict[str, Any]:
-    return current_config()
+def _agent_site_and_role(agent_id: int) -> tuple[int, str] | None:
+    return Agent.objects.filter(pk=agent_id).values_list("site_id", "role").first()
+
+
+@database_sync_to_async
+def _config(role: str) -> dict[str, Any]:
+    return current_config(role=role)
 
 
 @database_sync_to_async
@@ -49,19 +50,20 @@ class AgentConfigConsumer(ScopedJsonConsumer):
     async def connect(self) -> None:
         self.agent_id = int(self.scope["url_route"]["kwargs"]["agent_id"])
         token = self.scope.get("token")
-        site_id = await _agent_site_id(self.agent_id)
-        if token is not None and site_id is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+        found = await _agent_site_and_role(self.agent_id)
+        self.role = found[1] if found is not None else ""
+        if token is not None and found is None:
+            await self.refuse(CLOSE_NOT_FOUND)
             return
-        if token is not None and token.site_id != site_id:
-            await self.close(code=CLOSE_FORBIDDEN)
+        if token is not None and found is not None and token.site_id != found[0]:
+            await self.refuse(CLOSE_FORBIDDEN)
             return
         await super().connect()
-        if getattr(self, "joined", None) is not None:
+        if self.joined:
             await self._push_config()
 
     async def _push_config(self) -> None:
-        config = await _config()
+        config = await _config(self.role)
         await self.send_json({"type": "config", "version": config["version"], "config": config})
 
     async def broadcast_message(self, event: dict[str, Any]) -> None:

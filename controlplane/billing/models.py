@@ -154,7 +154,7 @@ class UsageRecord(models.Model):
     invoice, or, arriving after that was issued, as an adjustment on the next one.
     """
 
-    request_id = models.CharField(max_length=128, unique=True)
+    request_id = models.CharField(max_length=128, help_text="unique within its site")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="usage")
     model = models.CharField(max_length=64)
     site = models.CharField(max_length=64)
@@ -174,6 +174,11 @@ class UsageRecord(models.Model):
         indexes = [
             models.Index(fields=["tenant", "time"]),
             models.Index(fields=["time"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site", "request_id"], name="usagerecord_unique_site_request"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -41,7 +41,8 @@ def period_of(moment: datetime | date) -> Period:
 
 def parse_period(value: str, name: str = "period") -> Period:
     match = _PERIOD.match(value or "")
-    if match is None or int(match.group(1)) < 1970:
+    # The period's end must be a representable date: December 9999 has none.
+    if match is None or not 1970 <= int(match.group(1)) <= 9998:
         raise ValidationError(
             {name: [f"Expected a month as YYYY-MM (e.g. 2025-01), got {value!r}."]}
         )
@@ -58,7 +59,7 @@ def parse_instant(value: str, name: str) -> datetime:
             parsed = datetime(day.year, day.month, day.day) if day else None
     except ValueError:
         parsed = None
-    if parsed is None or parsed.year < 1970:
+    if parsed is None or not 1970 <= parsed.year <= 9998:
         raise ValidationError(
             {name: [f"Expected an ISO date or date-time (e.g. 2025-01-31), got {value!r}."]}
         )

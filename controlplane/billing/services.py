@@ -16,10 +16,21 @@ from controlplane.accounts.services import hash_secret
 from controlplane.billing.invoicing import invoice_compute, unbilled_for
 from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
 from controlplane.billing.periods import Period, period_of
+from controlplane.core.broadcast import config_changed
 from controlplane.core.errors import ConflictError
-from controlplane.core.services import model_create, validated_save
+from controlplane.core.services import model_create, model_update, validated_save
 
 API_KEY_PREFIX = "tk"
+
+
+@transaction.atomic
+def tenant_update(tenant: Tenant, data: Mapping[str, Any]) -> Tenant:
+    """Edit a tenant; (de)activating it adds or drops its keys on the gateways at once."""
+    was_active = tenant.is_active
+    tenant = model_update(tenant, data)
+    if tenant.is_active != was_active:
+        transaction.on_commit(lambda: config_changed("tenant.activation"))
+    return tenant
 
 
 @dataclass(frozen=True)
@@ -38,14 +49,18 @@ def api_key_create(*, tenant: Tenant, name: str) -> IssuedApiKey:
     key = model_create(
         ApiKey, {"tenant": tenant, "name": name, "prefix": prefix, "key_hash": hash_secret(raw)}
     )
+    # Gateways get the new key's hash as soon as it commits.
+    transaction.on_commit(lambda: config_changed("api-key.created"))
     return IssuedApiKey(api_key=key, secret=raw)
 
 
+@transaction.atomic
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    """Revoke; the next configuration push drops the key from the gateways' hash set."""
+    """Revoke; gateways drop the key's hash as soon as the revocation commits."""
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+        transaction.on_commit(lambda: config_changed("api-key.revoked"))
     return api_key
 
 

@@ -1,8 +1,13 @@
 """The one way to push to WebSocket groups from sync code, throttled per group.
 
-Groups are named ``<area>.<scope>.<id>`` (``inventory.all``, later ``live.site.dc-a``). A push
+Groups are named ``<area>.<scope>.<id>`` (``inventory.all``, ``live.site.dc-a``). A push
 to a group that was pushed to less than ``min_interval`` seconds ago is dropped unless
 ``force`` is set, so a burst of writes cannot flood browsers; callers send only new points.
+
+Two groups are shared by several apps, so they are named here: ``config.all`` (every agent's
+config channel: any app whose writes change what agents run calls ``config_changed`` after
+its transaction commits) and ``auth.token.<id>`` (every socket opened with one API token:
+``token_sockets_close`` closes them when the token is revoked).
 """
 
 from __future__ import annotations
@@ -24,6 +29,14 @@ def group_name(area: str, scope: str = "all", ident: str | None = None) -> str:
     return ".".join(parts)
 
 
+CONFIG_GROUP = "config.all"
+
+
+def token_group(token_id: int) -> str:
+    """The group every socket authenticated by API token ``token_id`` joins."""
+    return group_name("auth", "token", str(token_id))
+
+
 def broadcast(
     group: str, payload: dict[str, Any], *, min_interval: float = 0.0, force: bool = False
 ) -> bool:
@@ -39,3 +52,19 @@ def broadcast(
         return False
     async_to_sync(layer.group_send)(group, {"type": "broadcast.message", "payload": payload})
     return True
+
+
+def config_changed(reason: str) -> None:
+    """Tell every agent's config channel to send its agent the current configuration now.
+
+    Call after the write commits (``transaction.on_commit``): the channel reads the database.
+    """
+    broadcast(CONFIG_GROUP, {"event": "config.changed", "reason": reason}, force=True)
+
+
+def token_sockets_close(token_id: int, code: int) -> None:
+    """Close every WebSocket opened with API token ``token_id``, with close ``code``."""
+    layer = get_channel_layer()
+    if layer is not None:
+        event = {"type": "socket.close", "code": code}
+        async_to_sync(layer.group_send)(token_group(token_id), event)

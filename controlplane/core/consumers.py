@@ -1,4 +1,18 @@
-"""Base WebSocket consumer: authenticated callers of allowed scopes only, JSON in and out."""
+"""Base WebSocket consumer: authenticated callers of allowed scopes only, JSON in and out.
+
+A refused handshake is accepted and then closed with a close code in the 4000 range that
+mirrors HTTP, so that clients can tell why (a handshake refused before ``accept`` reaches the
+client as a bare HTTP 403 without a code):
+
+========  ==========================================================================
+code      meaning
+========  ==========================================================================
+4401      unauthenticated: no session or token, an unknown token, or a token revoked
+          while the socket was open
+4403      forbidden: the token's scope (or site) does not allow this stream
+4404      not found: the agent named in the URL does not exist
+========  ==========================================================================
+"""
 
 from __future__ import annotations
 
@@ -6,28 +20,44 @@ from typing import Any, ClassVar
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-# Close codes in the 4000 range mirror HTTP: 4401 unauthenticated, 4403 forbidden.
+from controlplane.core.broadcast import token_group
+
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 
 
 class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
-    """Accepts the handshake only for the scopes in ``allowed_scopes``; joins ``groups()``."""
+    """Accepts the handshake only for the scopes in ``allowed_scopes``; joins ``groups()``.
+
+    A socket opened with an API token also joins that token's group, so that revoking the
+    token closes it (``core.broadcast.token_sockets_close``).
+    """
 
     allowed_scopes: ClassVar[frozenset[str]] = frozenset({"operator", "viewer"})
+    joined: list[str]
 
     def group_names(self) -> list[str]:
         return []
 
+    async def refuse(self, code: int) -> None:
+        """Accept, then close with ``code`` (see the table above)."""
+        self.joined = []
+        await self.accept()
+        await self.close(code=code)
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not getattr(user, "is_authenticated", False):
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.refuse(CLOSE_UNAUTHENTICATED)
             return
         if self.scope.get("pdd_scope") not in self.allowed_scopes:
-            await self.close(code=CLOSE_FORBIDDEN)
+            await self.refuse(CLOSE_FORBIDDEN)
             return
         self.joined = self.group_names()
+        token = self.scope.get("token")
+        if token is not None:
+            self.joined.append(token_group(token.pk))
         for group in self.joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
@@ -38,3 +68,6 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     async def broadcast_message(self, event: dict[str, Any]) -> None:
         await self.send_json(event["payload"])
+
+    async def socket_close(self, event: dict[str, Any]) -> None:
+        await self.close(code=int(event["code"]))

@@ -38,12 +38,12 @@ def envelope(
     }
 
 
-def _flatten(detail: Any) -> Any:
+def flatten_detail(detail: Any) -> Any:
     """DRF ErrorDetail trees -> plain strings, keeping nesting (lists and dicts)."""
     if isinstance(detail, dict):
-        return {str(k): _flatten(v) for k, v in detail.items()}
+        return {str(k): flatten_detail(v) for k, v in detail.items()}
     if isinstance(detail, list):
-        return [_flatten(v) for v in detail]
+        return [flatten_detail(v) for v in detail]
     return str(detail)
 
 
@@ -91,7 +91,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     assert isinstance(exc, exceptions.APIException)
     codes = exc.get_codes()
     if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten(
+        fields = flatten_detail(
             exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         )
         message = _first_message(fields) or "Invalid input."

@@ -39,3 +39,12 @@ def topology_snapshot() -> specs.Topology:
         chips=chips,
         models=models,
     )
+
+
+def model_specs(slugs: set[str]) -> dict[str, specs.ModelSpec]:
+    """The ``pdd_core`` specs of the named model profiles that exist (one query).
+
+    Telemetry bounds each reported record by its model's context window and KV bytes per
+    token through this selector, so it never reads ``ModelProfile`` itself.
+    """
+    return {m.slug: m.to_spec() for m in ModelProfile.objects.filter(slug__in=slugs)}

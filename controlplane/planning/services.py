@@ -22,7 +22,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 
-from controlplane.core.broadcast import broadcast
+from controlplane.core.broadcast import CONFIG_GROUP, broadcast
 from controlplane.core.errors import ConflictError
 from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
@@ -30,11 +30,9 @@ from pdd_core.planner import PlannerInputs, inputs_from_scenario
 from pdd_core.scenario import Scenario, load_scenario, scenario_from_dict
 from pdd_core.workload import Request, TraceFormatError, read_trace, replay_hits, write_mooncake
 
-CONFIG_GROUP = "config.all"
-
 
 def max_trace_bytes() -> int:
-    return int(getattr(settings, "PDD_WORKLOAD_MAX_BYTES", 20 * 1024 * 1024))
+    return int(settings.WORKLOAD_MAX_BYTES)
 
 
 def _parse_trace(content: bytes, filename: str) -> list[Request]:

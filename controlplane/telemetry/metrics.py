@@ -1,9 +1,28 @@
-"""``/metrics``: Prometheus text exposition (format 0.0.4) of the cumulative counters.
+"""``/metrics``: the fleet's figures for Prometheus, exposed with ``prometheus_client``.
 
-Counters come from the cumulative ``site-pipeline`` rollup rows (updated in the ingestion
-transaction, never pruned), so they only go up and survive restarts; a hit rate is
-``rate(pdd_hit_tokens_total) / rate(pdd_input_tokens_total)``. TTFT and TPOT histograms reuse
-the rollup buckets, exposed at every fifth edge (4 per decade, 0.1 ms to 1000 s).
+Per scrape a ``FleetCollector`` reads a handful of rows and yields metric families; the
+library writes the exposition (text 0.0.4, or OpenMetrics when the scraper asks for it).
+
+- **Counters since the first record**, labelled ``site`` and ``pipeline``, from the cumulative
+  ``site-pipeline`` rollup rows (updated in the ingestion transaction, never pruned): requests,
+  rejections, requests that met their SLA, input/hit/output tokens, WAN bytes, RLD and MD
+  tokens; TTFT and TPOT histograms on every fifth rollup bucket edge (4 per decade). Goodput is
+  ``rate(pdd_sla_met_requests_total[5m])``, SLA attainment its ratio to
+  ``rate(pdd_requests_total[5m])``, the observed hit rate ``rate(pdd_hit_tokens_total)`` over
+  ``rate(pdd_input_tokens_total)``; ``deploy/prometheus/pdd-rules.yml`` records them.
+- **The dashboard's figures of the last closed minute**, per deployment and per ``site``,
+  ``pipeline`` and ``model`` (one family per dimension, so that no sum counts a request twice):
+  goodput, SLA attainment, BCR and the observed hit rate, computed by ``telemetry.summary``
+  exactly as the dashboard computes them (a model's BCR is over the whole deployment's cost:
+  models share the pools). A key without traffic in that
+  minute has no sample there (its counters still say so).
+- **Cost per hour** of the deployment, of each site's and of each pipeline's pools
+  (``selectors.cost_rates``), and the **active plan's predictions** for its model: hit rate
+  (token- and request-weighted), goodput and BCR, beside which the observed ones are graphed.
+  The plan predicts for its model as a whole; there is no per-site or per-pipeline prediction.
+
+SLA attainment is the share of all requests (rejections included) served within their SLA: a
+rejected request missed its SLA, so shedding load cannot raise attainment.
 
 Access: a bearer API token of scope operator or viewer, a browser session of such a user, or the
 dedicated ``PDD_METRICS_TOKEN`` (for a Prometheus scrape config); anyone else gets 401/403.
@@ -12,37 +31,258 @@ dedicated ``PDD_METRICS_TOKEN`` (for a Prometheus scrape config); anyone else ge
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from rest_framework import authentication, renderers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.accounts.authentication import ApiTokenAuthentication, parse_authorization
 from controlplane.accounts.permissions import ScopePermission
-from controlplane.telemetry import integrations, sketch
+from controlplane.planning.selectors import active_plan
+from controlplane.telemetry import integrations, selectors, sketch
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
 from controlplane.telemetry.rollups import CUMULATIVE
 
 EXPOSED_EDGES = range(0, sketch.N_BUCKETS - 1, 5)
+WINDOW_S = 60
 COUNTERS = (
-    ("pdd_requests_total", "requests", "Requests reported by agents (rejected included)."),
-    ("pdd_rejected_requests_total", "rejected", "Requests rejected (HTTP 429) at admission."),
-    ("pdd_sla_met_requests_total", "sla_met", "Served requests that met their SLA."),
-    ("pdd_input_tokens_total", "input_tokens", "Input tokens of served requests."),
-    ("pdd_hit_tokens_total", "hit_tokens", "Prefix-cache hit input tokens."),
-    ("pdd_output_tokens_total", "output_tokens", "Output tokens."),
-    ("pdd_wan_bytes_total", "wan_bytes", "KV bytes sent over the WAN."),
-    ("pdd_rld_tokens_total", "rld_tokens", "Output tokens decoded on relay decode."),
+    ("pdd_requests", "requests", "Requests reported by agents (rejected included)."),
+    ("pdd_rejected_requests", "rejected", "Requests rejected (HTTP 429) at admission."),
+    ("pdd_sla_met_requests", "sla_met", "Served requests that met their SLA."),
+    ("pdd_input_tokens", "input_tokens", "Input tokens of served requests."),
+    ("pdd_hit_tokens", "hit_tokens", "Prefix-cache hit input tokens."),
+    ("pdd_output_tokens", "output_tokens", "Output tokens."),
+    ("pdd_wan_bytes", "wan_bytes", "KV bytes sent over the WAN."),
+    ("pdd_rld_tokens", "rld_tokens", "Output tokens decoded on relay decode."),
+    ("pdd_md_tokens", "md_tokens", "Output tokens decoded on main decode."),
 )
+# Window scope -> (the name part and label of its families); ALL has neither.
+DIMENSIONS = {
+    RollupScope.ALL.value: ("", None),
+    RollupScope.SITE.value: ("site_", "site"),
+    RollupScope.POOL.value: ("pipeline_", "pipeline"),
+    RollupScope.MODEL.value: ("model_", "model"),
+}
+WINDOW_FIGURES = (
+    ("goodput_requests_per_second", "Requests served within their SLA per second"),
+    ("sla_attainment_ratio", "Share of requests (rejections included) served within their SLA"),
+    ("bcr", "Benefit-cost ratio: goodput (requests/s) per hardware cost ($/h)"),
+)
+WEIGHTINGS = ("token", "request")
+
+
+@dataclass(frozen=True)
+class PlanPrediction:
+    """What the active plan predicted for its model (None where it says nothing)."""
+
+    version: int
+    model: str
+    hit: Mapping[str, float | None]
+    goodput_rps: float | None
+    bcr: float | None
+
+
+def plan_prediction() -> PlanPrediction | None:
+    plan = active_plan()
+    if plan is None:
+        return None
+    result = plan.result if isinstance(plan.result, dict) else {}
+    predicted = result.get("predicted") or {}
+
+    def number(key: str) -> float | None:
+        value = predicted.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    return PlanPrediction(
+        version=int(plan.version or 0),
+        model=str(result.get("model") or ""),
+        hit={w: number(f"hit_{w}_weighted") for w in WEIGHTINGS},
+        goodput_rps=number("goodput_rps"),
+        bcr=number("bcr"),
+    )
+
+
+@dataclass(frozen=True, eq=False)  # a registry keys collectors by identity
+class FleetCollector:
+    """One scrape's families (``prometheus_client``'s custom-collector protocol)."""
+
+    cumulative: Sequence[TelemetryRollup]
+    window: Sequence[TelemetryRollup]
+    window_start: datetime
+    rates: Mapping[str, Any]
+    plan: PlanPrediction | None
+    agents_up: int
+    objectives: Mapping[str, float]
+
+    @classmethod
+    def from_database(cls, now: datetime) -> FleetCollector:
+        """The rows of the cumulative counters and of the last closed minute before ``now``."""
+        start = datetime.fromtimestamp(int(now.timestamp()) // WINDOW_S * WINDOW_S, tz=now.tzinfo)
+        start -= timedelta(seconds=WINDOW_S)
+        return cls(
+            cumulative=list(
+                TelemetryRollup.objects.filter(
+                    window_s=CUMULATIVE, scope=RollupScope.SITE_PIPELINE
+                ).order_by("key")
+            ),
+            window=list(
+                TelemetryRollup.objects.filter(
+                    window_s=WINDOW_S, start=start, scope__in=list(DIMENSIONS)
+                ).order_by("scope", "key")
+            ),
+            window_start=start,
+            rates=selectors.cost_rates(),
+            plan=plan_prediction(),
+            agents_up=integrations.agents_up(),
+            objectives=selectors.sla_lines(),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._counters()
+        yield from self._window()
+        yield from self._costs()
+        yield from self._plan()
+        yield GaugeMetricFamily("pdd_agents_up", "Registered agents reporting healthy.",
+                                value=self.agents_up)  # fmt: skip
+        objective = GaugeMetricFamily(
+            "pdd_sla_objective_seconds",
+            "Deployment-wide SLA targets (the enabled SLA rules, else pdd_core's defaults).",
+            labels=["objective"],
+        )
+        for name, seconds in sorted(self.objectives.items()):
+            objective.add_metric([name], float(seconds))
+        yield objective
+
+    def _counters(self) -> Iterator[Metric]:
+        labels = ["site", "pipeline"]
+        cells = [(row, row.key.split("/", 1)) for row in self.cumulative]
+        for name, field, help_text in COUNTERS:
+            family = CounterMetricFamily(name, help_text, labels=labels)
+            for row, (site, pipeline) in cells:
+                family.add_metric([site, pipeline], int(getattr(row, field)))
+            yield family
+        for name, what in (("ttft", "Time to first token"), ("tpot", "Time per output token")):
+            histogram = HistogramMetricFamily(
+                f"pdd_{name}_seconds", f"{what} of served requests.", labels=labels
+            )
+            for row, (site, pipeline) in cells:
+                edges = sketch.cumulative_below(getattr(row, f"{name}_hist"), EXPOSED_EDGES)
+                buckets = [(f"{upper:.6g}", float(count)) for upper, count in edges]
+                buckets.append(("+Inf", float(getattr(row, f"{name}_count"))))
+                total = float(getattr(row, f"{name}_sum"))
+                histogram.add_metric([site, pipeline], buckets, total)
+            yield histogram
+
+    def _window(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "pdd_window_start_timestamp_seconds",
+            "Start of the closed minute the pdd_*_ratio, goodput and BCR gauges describe.",
+            value=self.window_start.timestamp(),
+        )
+        points = [(row, selectors.point_of(row, self.rates)) for row in self.window]
+        for scope, (part, label) in DIMENSIONS.items():
+            labels = [label] if label else []
+            mine = [(row, point) for row, point in points if row.scope == scope]
+            for figure, help_text in WINDOW_FIGURES:
+                family = GaugeMetricFamily(f"pdd_{part}{figure}", f"{help_text}, last minute.",
+                                           labels=labels)  # fmt: skip
+                for row, point in mine:
+                    value = window_figure(figure, row, point)
+                    if value is not None:
+                        family.add_metric([row.key] if label else [], value)
+                yield family
+            family = GaugeMetricFamily(
+                f"pdd_{part}observed_hit_ratio",
+                "Prefix-cache hit rate of served requests, last minute (by token or by request).",
+                labels=[*labels, "weighting"],
+            )
+            for row, point in mine:
+                for weighting in WEIGHTINGS:
+                    value = point[f"hit_{weighting}_weighted"]
+                    if value is not None:
+                        family.add_metric([*([row.key] if label else []), weighting], value)
+            yield family
+
+    def _costs(self) -> Iterator[Metric]:
+        help_text = "Hardware cost per hour of the pools behind"
+        yield GaugeMetricFamily("pdd_cost_per_hour_dollars", f"{help_text} the deployment.",
+                                value=float(self.rates["all"]))  # fmt: skip
+        for scope, key in ((RollupScope.SITE.value, "site"), (RollupScope.POOL.value, "pool")):
+            part, label = DIMENSIONS[scope]
+            assert label is not None
+            family = GaugeMetricFamily(
+                f"pdd_{part}cost_per_hour_dollars", f"{help_text} each {label}.", labels=[label]
+            )
+            for name, cost in sorted(self.rates[key].items()):
+                family.add_metric([name], float(cost))
+            yield family
+
+    def _plan(self) -> Iterator[Metric]:
+        plan = self.plan
+        yield GaugeMetricFamily("pdd_active_plan_version",
+                                "Config version of the active plan (0: none).",
+                                value=plan.version if plan else 0)  # fmt: skip
+        hit = GaugeMetricFamily(
+            "pdd_model_predicted_hit_ratio",
+            "Prefix-cache hit rate the active plan predicted for its model.",
+            labels=["model", "weighting"],
+        )
+        goodput = GaugeMetricFamily(
+            "pdd_model_predicted_goodput_requests_per_second",
+            "Goodput the active plan predicted for its model.",
+            labels=["model"],
+        )
+        bcr = GaugeMetricFamily(
+            "pdd_model_predicted_bcr", "BCR the active plan predicted for its model.",
+            labels=["model"],
+        )  # fmt: skip
+        if plan is not None and plan.model:
+            for weighting, value in plan.hit.items():
+                if value is not None:
+                    hit.add_metric([plan.model, weighting], value)
+            if plan.goodput_rps is not None:
+                goodput.add_metric([plan.model], plan.goodput_rps)
+            if plan.bcr is not None:
+                bcr.add_metric([plan.model], plan.bcr)
+        yield from (hit, goodput, bcr)
+
+
+def window_figure(figure: str, row: TelemetryRollup, point: Mapping[str, Any]) -> float | None:
+    """One gauge's value from a window's point (``summary.summarize``) and row."""
+    if figure == "goodput_requests_per_second":
+        return float(point["goodput_rps"])
+    if figure == "sla_attainment_ratio":
+        return row.sla_met / row.requests if row.requests else None
+    bcr = point["bcr"]
+    return None if bcr is None else float(bcr)
+
+
+def exposition(accept: str, now: datetime | None = None) -> tuple[bytes, str]:
+    """The body and content type of one scrape (OpenMetrics if ``accept`` asks for it)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector.from_database(now or timezone.now()))
+    encoder, content_type = choose_encoder(accept)
+    return encoder(registry), content_type
 
 
 class MetricsPrincipal:
@@ -98,49 +338,8 @@ class FirstRendererNegotiation(BaseContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
-def _labels(**labels: str) -> str:
-    def esc(v: str) -> str:
-        return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-    return ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
-
-
-def _fmt(value: float) -> str:
-    return "+Inf" if value == float("inf") else repr(float(value)) if value % 1 else str(int(value))
-
-
-def exposition(rows: Iterable[TelemetryRollup], *, plan_version: int, agents_up: int) -> str:
-    """The text of /metrics for the cumulative rows."""
-    rows = sorted(rows, key=lambda r: r.key)
-    labelled = [(r, _labels(site=r.key.split("/", 1)[0], pipeline=r.key.split("/", 1)[-1]))
-                for r in rows]  # fmt: skip
-    lines: list[str] = []
-    for name, field, help_text in COUNTERS:
-        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
-        lines += [f"{name}{{{lb}}} {int(getattr(r, field))}" for r, lb in labelled]
-    for name, unit in (("ttft", "Time to first token"), ("tpot", "Time per output token")):
-        metric = f"pdd_{name}_seconds"
-        lines += [f"# HELP {metric} {unit} of served requests.", f"# TYPE {metric} histogram"]
-        for r, lb in labelled:
-            hist = getattr(r, f"{name}_hist")
-            for upper, count in sketch.cumulative_below(hist, EXPOSED_EDGES):
-                lines.append(f'{metric}_bucket{{{lb},le="{upper:.6g}"}} {count}')
-            lines.append(f'{metric}_bucket{{{lb},le="+Inf"}} {getattr(r, f"{name}_count")}')
-            lines.append(f"{metric}_sum{{{lb}}} {float(getattr(r, f'{name}_sum'))!r}")
-            lines.append(f"{metric}_count{{{lb}}} {getattr(r, f'{name}_count')}")
-    lines += [
-        "# HELP pdd_active_plan_version Config version of the active plan (0: none).",
-        "# TYPE pdd_active_plan_version gauge",
-        f"pdd_active_plan_version {plan_version}",
-        "# HELP pdd_agents_up Registered agents reporting healthy (0: none).",
-        "# TYPE pdd_agents_up gauge",
-        f"pdd_agents_up {agents_up}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 class MetricsView(APIView):
-    """Prometheus scrape endpoint (text exposition 0.0.4)."""
+    """Prometheus scrape endpoint (text 0.0.4, or OpenMetrics when the scraper asks for it)."""
 
     authentication_classes = [MetricsTokenAuthentication, ApiTokenAuthentication,
                               SessionAuthentication]  # fmt: skip
@@ -152,9 +351,6 @@ class MetricsView(APIView):
         responses={(200, "text/plain"): OpenApiResponse(OpenApiTypes.STR, description="metrics")},
         tags=["telemetry"],
     )
-    def get(self, request: Request) -> Response:
-        rows = TelemetryRollup.objects.filter(window_s=CUMULATIVE, scope=RollupScope.SITE_PIPELINE)
-        plan = integrations.active_plan()
-        text = exposition(rows, plan_version=plan.version if plan else 0,
-                          agents_up=integrations.agents_up())  # fmt: skip
-        return Response(text, content_type="text/plain; version=0.0.4; charset=utf-8")
+    def get(self, request: Request) -> HttpResponse:
+        body, content_type = exposition(request.META.get("HTTP_ACCEPT", ""))
+        return HttpResponse(body, content_type=content_type)

@@ -1,8 +1,9 @@
 """Per-request records as the data-plane agents report them.
 
-One row per request id, written once: agents retry batches, so ingestion is idempotent on the
-unique ``request_id`` and a row is never updated afterwards. Rollups, SLA rules and alerts read
-these rows in a later issue; billing gets its own ``UsageRecord`` from the same ingestion call.
+One row per request id and entry site, written once: agents retry batches, so ingestion is
+idempotent on ``(site, request_id)`` and a row is never updated afterwards (a different record
+under a known id is refused as a conflict). Rollups, SLA rules and alerts are derived from these
+rows; billing gets its own ``UsageRecord`` from the same ingestion call.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class RequestRecord(models.Model):
     exactly the rows it inserted when a concurrent call inserted some of the same request ids.
     """
 
-    request_id = models.CharField(max_length=128, unique=True)
+    request_id = models.CharField(max_length=128, help_text="unique within its site")
     tenant = models.CharField(max_length=64, help_text="tenant slug")
     api_key_prefix = models.CharField(max_length=16, blank=True)
     model = models.CharField(max_length=64, help_text="model profile slug")
@@ -67,6 +68,9 @@ class RequestRecord(models.Model):
             models.Index(fields=["finish_time"], name="requestrecord_finish"),
         ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["site", "request_id"], name="requestrecord_unique_site_request"
+            ),
             models.CheckConstraint(
                 condition=Q(input_tokens=F("hit_tokens") + F("miss_tokens")),
                 name="requestrecord_input_is_hit_plus_miss",

@@ -40,6 +40,9 @@ SUM_FIELDS = ("hit_ratio_sum", "ttft_sum", "tpot_sum", "revenue")
 MAP_FIELDS = ("hit_bands", "ttft_hist", "tpot_hist", "pipelines", "handoffs")
 
 RollupKey = tuple[int, str, str, datetime]
+# Counts are BIGINT columns: a sum saturates here instead of overflowing the column (records
+# are bounded, see ``bounds``, so only the all-time row could ever get near it).
+COUNT_MAX = 2**63 - 1
 
 
 @dataclass
@@ -143,7 +146,7 @@ def accumulate(
 def merge_into(row: TelemetryRollup, delta: Delta) -> None:
     """Add a delta to a row in memory."""
     for name, value in delta.counts.items():
-        setattr(row, name, getattr(row, name) + value)
+        setattr(row, name, min(getattr(row, name) + value, COUNT_MAX))
     for name, total in delta.sums.items():
         setattr(row, name, getattr(row, name) + total)
     for name, counts in delta.maps.items():

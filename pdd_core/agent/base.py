@@ -12,13 +12,21 @@ import asyncio
 import functools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.journal import Journal, RequestRecord
 from pdd_core.agent.protocol import Frame, FrameType, control
-from pdd_core.agent.runtime import Conn, PeerLink, hello, make_engine, serve_frames
+from pdd_core.agent.runtime import (
+    Conn,
+    PeerLink,
+    hello,
+    make_engine,
+    plane_auth,
+    serve_frames,
+)
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 5.0
@@ -32,17 +40,21 @@ class AgentBase:
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
         self.config = config
         self.spec = config.agent(agent_id)
-        self.engine = make_engine(config, self.role)
+        self.engine = make_engine(config, self.role, agent_id)
         self.me = hello(self.role, agent_id, config.model)
+        self.auth = plane_auth(config)
         self.gateways: set[Conn] = set()
         self.peers: dict[str, PeerLink] = {}
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
         self.server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Requests this agent released (finished, cancelled, failed), with when: frames of
+        # theirs still on the wire (KV from P after a CANCEL) are dropped, never recreate one.
+        self.released: OrderedDict[str, float] = OrderedDict()
 
     async def start(self) -> None:
         self.server = await serve_frames(
-            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed
+            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed, auth=self.auth
         )
         self.spawn(self._reaper())
 
@@ -52,6 +64,24 @@ class AgentBase:
         while True:
             await asyncio.sleep(REAP_EVERY_S)
             self.reap(self.config.limits.request_timeout_s)
+            self.forget_released(2 * self.config.limits.request_timeout_s)
+
+    def release_id(self, rid: str) -> None:
+        """Remember that ``rid`` is over here: its late frames are ignored from now on."""
+        self.released[rid] = time.monotonic()
+        self.released.move_to_end(rid)
+
+    def is_released(self, rid: str) -> bool:
+        return rid in self.released
+
+    def forget_released(self, older_than_s: float) -> None:
+        """Drop tombstones older than any frame of theirs can be (bounded memory)."""
+        horizon = time.monotonic() - older_than_s
+        while self.released:
+            _rid, when = next(iter(self.released.items()))
+            if when > horizon:
+                break
+            self.released.popitem(last=False)
 
     def reap(self, older_than_s: float) -> None:
         """Drop requests idle for longer than ``older_than_s`` (subclasses with requests)."""
@@ -109,6 +139,7 @@ class AgentBase:
                 functools.partial(self.on_peer_frame, agent_id),
                 self.peer_down,
                 connect_timeout_s=self.config.limits.connect_timeout_s,
+                auth=self.auth,
             )
             self.peers[agent_id] = link
         return link

@@ -79,6 +79,7 @@ class EngineSpec:
     block_size: int = 16
     decode_step_s: float = 0.0  # floor on a decode step's seconds (paces the tiny model)
     prefill_s: float = 0.0  # floor on a prefill pass's seconds (the same, for prefill)
+    vllm: Mapping[str, Any] = field(default_factory=dict)  # kind vllm: engine.vllm.config
     llamacpp: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -94,7 +95,7 @@ class Limits:
     relay_batch: int = 16
     p_cache_tokens: int = 1_000_000
     drc_tokens: int = 1_000_000
-    max_prompt_tokens: int = 32_768
+    max_prompt_tokens: int = 0  # 0: the model's context window (catalog max_context)
     default_max_tokens: int = 16
 
 
@@ -116,6 +117,9 @@ class DataPlaneConfig:
     prefill_s_per_token: float = 0.0  # tiny engine's predicted prefill cost per miss token
     path: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # The plane's shared secret (``agent.auth``): from the environment at start, never in
+    # the file and never printed.
+    plane_secret: bytes = field(default=b"", repr=False)
 
     def agent(self, agent_id: str) -> AgentSpec:
         for spec in self.agents:
@@ -208,8 +212,10 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
     wan_raw["routes"] = {str(k): int(v) for k, v in dict(wan_raw.get("routes", {})).items()}
     journal = raw.get("journal", {})
     engine = _section(raw, "engine", EngineSpec)
-    if engine.kind not in ("tiny", "timed", "llamacpp"):
-        raise ConfigError("engine.kind: must be tiny, timed or llamacpp")
+    if engine.kind not in ("tiny", "timed", "vllm", "llamacpp"):
+        raise ConfigError("engine.kind: must be tiny, timed, vllm or llamacpp")
+    if engine.kind == "vllm":
+        _check_vllm(engine, agents)
     if engine.kind == "llamacpp":
         from pdd_core.engine.llamacpp_config import settings_from_mapping
 
@@ -233,6 +239,18 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
         path=path,
         raw=dict(raw),
     )
+
+
+def _check_vllm(engine: EngineSpec, agents: list[AgentSpec]) -> None:
+    """Every model-serving agent's vLLM settings must parse (``engine.vllm.config``)."""
+    from pdd_core.engine.vllm.config import VLLMConfigError, instance_for
+
+    for agent in agents:
+        if agent.role != "gateway":
+            try:
+                instance_for(engine.vllm, agent.role, agent.id, engine.block_size)
+            except VLLMConfigError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 def load_config(path: Path | str) -> DataPlaneConfig:

@@ -152,7 +152,7 @@ class ControlPlaneClient:
 class AgentLink:
     """Keeps one agent registered, beating, and on the control plane's current configuration.
 
-    ``apply_config(version, config)`` is awaited for each new version and must swap the whole
+    ``apply_config(version, config)`` is awaited for each new config and must swap the whole
     configuration at once (the agent keeps serving on the previous one until it returns); the
     version is acknowledged only after it returns. While the control plane is unreachable the
     agent keeps its last configuration and ``unreachable_since`` records when contact was lost.
@@ -176,6 +176,7 @@ class AgentLink:
         self.max_backoff_s = max_backoff_s
         self.registration: Registration | None = None
         self.config_version: int | None = None
+        self.applied_config: dict[str, Any] | None = None
         self.unreachable_since: float | None = None
         self.outages_reported = 0
         self.registered = asyncio.Event()
@@ -251,9 +252,11 @@ class AgentLink:
         if not isinstance(version, int) or not isinstance(config, dict):
             logger.warning("config channel: malformed config message, ignored")
             return
-        if version != self.config_version:
+        # A key created or revoked changes the document but not the plan's version.
+        if version != self.config_version or config != self.applied_config:
             await self.apply_config(version, config)
             self.config_version = version
+            self.applied_config = config
         await ws.send(json.dumps({"type": "ack", "version": version}))
 
     async def run(self) -> None:

@@ -22,16 +22,24 @@ import math
 import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping
-from dataclasses import replace
 from typing import Any
 
+from pdd_core.agent.admission import Admission, servable
 from pdd_core.agent.config import DataPlaneConfig
-from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
-from pdd_core.agent.journal import Journal, RequestRecord
+from pdd_core.agent.gateway_control import applied
+from pdd_core.agent.gateway_types import (
+    Outcome,
+    RecordContext,
+    Route,
+    StreamMerge,
+    UpstreamError,
+    gateway_record,
+)
+from pdd_core.agent.journal import Journal
 from pdd_core.agent.protocol import Frame, FrameType, control
-from pdd_core.agent.runtime import PeerLink, Predictor, hello
+from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
-from pdd_core.engine.tokenizer import EOS
+from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
 from pdd_core.routing import (
     InstanceView,
     Pipeline,
@@ -39,11 +47,20 @@ from pdd_core.routing import (
     choose_instance,
     choose_pipeline,
     predict_rejection,
-    with_overrides,
 )
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
+
+
+def context_window(config: DataPlaneConfig) -> int:
+    """Tokens a request may hold (prompt plus output): the model's ``max_context`` from the
+    catalog, lowered by ``limits.max_prompt_tokens`` when that is set (non-zero)."""
+    from pdd_core.specs import load_models
+
+    window = load_models()[config.engine.model].max_context
+    cap = config.limits.max_prompt_tokens
+    return min(window, cap) if cap > 0 else window
 
 
 class Gateway:
@@ -55,8 +72,11 @@ class Gateway:
         self.served = 0
         self.spec = config.agent(agent_id)
         self.predictor = Predictor(config)
+        self.tokenizer: TextTokenizer = tokenizer_for(config.engine.kind)
+        self.context_tokens = context_window(config)
         self.block_size = config.engine.block_size
         self.me = hello("gateway", agent_id, config.model)
+        auth = plane_auth(config)
         self.links: dict[str, PeerLink] = {}
         self.views: dict[str, set[int]] = {}
         self.queued_s: dict[str, float] = {}
@@ -65,12 +85,15 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tickets = itertools.count(1)
         self._reserved: dict[int, tuple[str, float]] = {}
-        self.inflight: dict[str, int] = {}
+        limits = config.limits
+        self.admission = Admission(
+            {a.id: limits.relay_batch for a in config.of_role("relay")}
+            | {a.id: limits.decode_batch for a in config.of_role("main")}
+        )
         for role in ("prefill", "relay", "main"):
             for agent in config.of_role(role):
                 self.views[agent.id] = set()
                 self.queued_s[agent.id] = 0.0
-                self.inflight[agent.id] = 0
                 self.links[agent.id] = PeerLink(
                     agent.id,
                     config.address_of(agent.id, self.spec.site),
@@ -78,6 +101,7 @@ class Gateway:
                     functools.partial(self._on_frame, agent.id),
                     self._on_down,
                     connect_timeout_s=config.limits.connect_timeout_s,
+                    auth=auth,
                 )
 
     async def start(self) -> None:
@@ -135,11 +159,19 @@ class Gateway:
         return min(held * self.block_size, input_tokens)
 
     def route(self, prompt: list[int], max_tokens: int, override: dict[str, Any]) -> Route:
-        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does."""
+        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does.
+
+        Only agents that are up and have a free decode slot are candidates; a pipeline whose
+        decode stage has none falls back to the other decode path, and with neither the
+        request is rejected (429) before it costs anything.
+        """
         hashes = block_hashes(prompt, self.block_size)
-        prefills, relays, mains = self.up("prefill"), self.up("relay"), self.up("main")
-        if not prefills or not relays:
-            raise UpstreamError("no prefill or relay agent is reachable")
+        prefills = self.up("prefill")
+        relays_up, mains_up = self.up("relay"), self.up("main")
+        if not prefills or not (relays_up or mains_up):
+            raise UpstreamError("no prefill or decode agent is reachable")
+        relays = self.admission.with_room(relays_up)
+        mains = self.admission.with_room(mains_up)
         views = []
         for index, agent in enumerate(prefills):
             cached = self._hit(agent, hashes, len(prompt))
@@ -147,21 +179,18 @@ class Gateway:
             views.append(InstanceView(index, cached, self.queued_s[agent], service))
         chosen = choose_instance(views)
         prefill = prefills[chosen.index]
-        main, hit_md, transfer = None, 0, math.inf
+        main, hit_md, transfer, wan_bytes = None, 0, math.inf, 0.0
         if mains:
             md_views = []
             for index, agent in enumerate(mains):
                 cached = self._hit(agent, hashes, len(prompt))
-                # MD has no prefill queue; its running requests stand in (10 ms each) so
-                # equal hits spread over the instances instead of piling on the first.
-                load = 0.01 * self.inflight[agent]
-                md_views.append(
-                    InstanceView(
-                        index, cached, load, self.predictor.transfer_s(len(prompt) - cached)
-                    )
-                )
+                mine = self.predictor.kv_bytes(len(prompt) - cached)
+                seconds = self.predictor.transfer_s(mine, self.admission.wan_backlog(mine))
+                wait = self.predictor.decode_step_s("main", self.admission.held[agent] + 1)
+                md_views.append(InstanceView(index, cached, wait, seconds))
             md = choose_instance(md_views)
             main, hit_md, transfer = mains[md.index], md.cached_tokens, md.service_s
+            wan_bytes = self.predictor.kv_bytes(len(prompt) - hit_md)
         features = RouteFeatures(
             input_tokens=len(prompt),
             hit_tokens_p=chosen.cached_tokens,
@@ -174,34 +203,50 @@ class Gateway:
         forced = override.get("pipeline")
         if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
             pipeline, reason = Pipeline(forced), "forced by the request"
-        if main is None and pipeline is not Pipeline.P_RLD:
-            pipeline, reason = Pipeline.P_RLD, "no main decode reachable: relay finishes it"
-        ttft = chosen.queue_s + chosen.service_s + (transfer if pipeline is Pipeline.P_MD else 0.0)
-        rejected = predict_rejection(ttft, self.config.sla, self.config.routing)
+        served, reason = servable(pipeline, reason, bool(relays), main is not None)
+        relay = relays[0] if relays and served is not Pipeline.P_MD else None
+        ttft = chosen.queue_s + chosen.service_s
+        if served is Pipeline.P_MD:
+            ttft += transfer + self.predictor.decode_step_s("main", 1)
+        else:
+            held = self.admission.held[relay] if relay else 0
+            ttft += self.predictor.decode_step_s("relay", held + 1)
+        full = served is None
+        rejected = full or predict_rejection(ttft, self.config.sla, self.config.routing)
+        if rejected and not full:
+            reason = f"predicted TTFT {ttft:.1f} s over the {self.config.sla.ttft_p99_s:g} s target"
         ticket = next(self._tickets)
-        if not rejected:  # reserve the prefill now, so concurrent arrivals see the queue
+        if not rejected:  # reserve the prefill and the slots now: a burst sees its own load
             self._reserved[ticket] = (prefill, chosen.service_s)
             self.queued_s[prefill] += chosen.service_s
+            decoder = main if served is not Pipeline.P_RLD else None
+            self.admission.hold(ticket, (relay, decoder), wan_bytes if decoder else 0.0)
         return Route(
-            pipeline=pipeline,
+            pipeline=served or pipeline,
             reason=reason,
             prefill=prefill,
-            relay=relays[0] if pipeline is not Pipeline.P_MD else None,
-            main=main if pipeline is not Pipeline.P_RLD else None,
+            relay=relay,
+            main=main if served not in (Pipeline.P_RLD, None) else None,
             hit_tokens_p=chosen.cached_tokens,
             hit_tokens_md=hit_md,
             predicted_ttft_s=ttft,
             prefill_s=chosen.service_s,
             rejected=rejected,
-            retry_after_s=max(1, math.ceil(chosen.queue_s)),
+            retry_after_s=1 if full else max(1, math.ceil(chosen.queue_s)),
             ticket=ticket,
         )
 
-    def release(self, route: Route) -> None:
-        """Drop a request's prefill reservation (idempotent: prefilled, failed or abandoned)."""
+    def release_prefill(self, route: Route) -> None:
+        """Drop a request's prefill reservation (idempotent): P finished it."""
         held = self._reserved.pop(route.ticket, None)
         if held is not None:
             self.queued_s[held[0]] -= held[1]
+
+    def release(self, route: Route) -> None:
+        """Drop everything a request holds: its prefill reservation, decode slots and WAN
+        flow (idempotent: finished, failed or abandoned)."""
+        self.release_prefill(route)
+        self.admission.release(route.ticket)
 
     async def generate(
         self,
@@ -222,9 +267,6 @@ class Gateway:
         outcome = Outcome(rid, route)
         queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
         self.active[rid] = queue
-        for agent in (route.relay, route.main):
-            if agent is not None:
-                self.inflight[agent] += 1
         prefilled = False
         involved = [a for a in (route.relay, route.main) if a is not None]
         meta = {
@@ -245,9 +287,14 @@ class Gateway:
             await self.links[route.prefill].send(control(FrameType.GENERATE, rid, body))
             merge = StreamMerge()
             deadline = time.monotonic() + self.config.limits.request_timeout_s
+            first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
             while not merge.complete or not prefilled:
                 # Once every token is out only the statistics are missing: wait briefly.
+                # Before the first token the wait is the TTFT bound (a queue and a WAN
+                # transfer may come first); between tokens a silence is a failure.
                 wait = 2.0 if merge.complete else self.config.limits.idle_timeout_s
+                if merge.delivered == 0 and not merge.complete:
+                    wait = max(wait, first_token_by - time.monotonic())
                 wait = min(wait, deadline - time.monotonic())
                 try:
                     source, frame = await asyncio.wait_for(queue.get(), max(wait, 0.001))
@@ -265,7 +312,8 @@ class Gateway:
                     )
                 if frame.type is FrameType.KV_DONE:
                     prefilled = True
-                    self.release(route)
+                    self.release_prefill(route)
+                    self.admission.end_transfer(route.ticket)
                     outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
                     outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
                     outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
@@ -274,6 +322,7 @@ class Gateway:
                     continue
                 if "handoff_mode" in frame.body:
                     outcome.handoff_mode = str(frame.body["handoff_mode"])
+                    self.admission.end_slot(route.ticket, route.relay)  # RLD is done
                 index = int(frame.body.get("index", 0))
                 tokens = [int(t) for t in frame.body.get("tokens", [])]
                 delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
@@ -294,9 +343,6 @@ class Gateway:
         finally:
             self.active.pop(rid, None)
             self.release(route)
-            for agent in (route.relay, route.main):
-                if agent is not None:
-                    self.inflight[agent] -= 1
             if not finished:
                 for agent in (route.prefill, *involved):
                     link = self.links[agent]
@@ -318,34 +364,9 @@ class Gateway:
         return False
 
     async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
-        """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once.
-
-        ``routing_table`` (``RoutingTable`` fields; unknown keys are logged and ignored; null
-        keeps the local table) and ``tenant_keys`` (sha256 -> tenant) replace the local ones
-        in one assignment of ``self.config``, so a request sees the old or the new config,
-        never a mix. The control plane is the authority on keys once it has any: its map
-        replaces the file's (revocations take effect). While it has none (a fresh control
-        plane), the file's keys stay valid, so connecting a running plane never locks
-        everyone out. ``pools`` are informational: a ``pdd up`` plane is fixed.
-        """
-        routing = self.config.routing
-        table = document.get("routing_table")
-        if isinstance(table, Mapping):
-            try:
-                routing, unknown = with_overrides(routing, table)
-            except ValueError as exc:
-                log.error("config %s: routing_table rejected (%s); keeping the current", version,
-                          exc)  # fmt: skip
-                unknown = []
-            if unknown:
-                log.info("config %s: ignoring unknown routing keys %s", version, unknown)
-        keys = document.get("tenant_keys")
-        tenants: Mapping[str, str] = self.config.tenants
-        if isinstance(keys, Mapping):
-            given = {str(k).lower(): str(v) for k, v in keys.items()}
-            tenants = given if given else self.local_tenants
-        self.config = replace(self.config, routing=routing, tenants=tenants)
-        log.info("config %s applied: %d tenant keys", version, len(tenants))
+        """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once
+        (``gateway_control.applied``: one assignment, so a request sees old or new)."""
+        self.config = applied(self.config, self.local_tenants, version, document)
 
     def stats(self) -> dict[str, Any]:
         """What the heartbeat reports: journal backlog and losses, requests served (completed;
@@ -358,42 +379,26 @@ class Gateway:
         }
 
     def journal_outcome(
-        self, outcome: Outcome | None, route: Route, tenant: str, key_prefix: str, *, failed: bool
+        self,
+        outcome: Outcome | None,
+        route: Route,
+        tenant: str,
+        key_prefix: str,
+        *,
+        failed: bool,
+        request_id: str = "",
+        error: str = "",
     ) -> None:
-        """Write the gateway's complete record of a request (or a rejection)."""
-        now = time.time()
-        record = RequestRecord(
-            request_id=outcome.request_id if outcome else f"rej-{uuid.uuid4().hex}",
-            tenant=tenant,
-            model=self.config.model,
-            site=self.spec.site,
-            pipeline=route.pipeline.value,
-            arrival=outcome.arrival if outcome else now,
-            finish=now,
-            api_key_prefix=key_prefix,
-            role="gateway",
-            agent=self.spec.id,
-            rejected=route.rejected,
-        )
-        if outcome is not None:
-            record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
-            record.output_tokens = len(outcome.tokens)
-            record.wan_bytes = outcome.wan_bytes
-            record.handoff_mode = outcome.handoff_mode
-            record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
-            if outcome.first_token_at is not None:
-                record.ttft_s = outcome.first_token_at - outcome.arrival
-                if len(outcome.tokens) > 1 and outcome.last_token_at is not None:
-                    record.tpot_s = (outcome.last_token_at - outcome.first_token_at) / (
-                        len(outcome.tokens) - 1
-                    )
-        sla = self.config.sla
-        record.sla_met = (
-            not failed
-            and not route.rejected
-            and record.ttft_s is not None
-            and record.ttft_s <= sla.ttft_p99_s
-            and (record.tpot_s is None or record.tpot_s <= sla.tpot_p99_s)
+        """Write the gateway's complete record of a request (or a rejection, by request_id): its
+        figures and its fate (the agents of each stage, the handoff, what failed)."""
+        record = gateway_record(
+            outcome,
+            route,
+            RecordContext(tenant, key_prefix, self.config.model, self.spec.site, self.spec.id),
+            self.config.sla,
+            failed=failed,
+            error=error,
+            request_id=request_id,
         )
         self.journal.append(record.to_json())
         if not failed and not route.rejected:

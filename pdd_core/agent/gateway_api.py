@@ -1,45 +1,59 @@
 """The gateway's OpenAI-compatible HTTP API: ``/v1/models``, ``/v1/completions``,
 ``/v1/chat/completions``, streaming (server-sent events) or not, with usage.
 
-A small HTTP/1.1 server on asyncio streams (one request per connection, ``Connection:
-close``) keeps ``pdd_core`` free of web frameworks; the official ``openai`` client talks to
-it (tests/system). Bearer keys are looked up by their SHA-256 in the configuration's tenants.
-``usage`` carries ``prompt_tokens_details.cached_tokens`` (the prefix hit at P) and a ``pdd``
-extension (pipeline, handoff mode, tokens decoded on RLD and MD, WAN bytes); the pipeline is
-also in the ``x-pdd-pipeline`` response header. Errors use OpenAI's ``{"error": {...}}`` shape;
-a failure after the stream started is sent as an ``error`` event, then ``[DONE]``.
+HTTP itself is aiohttp's server (``aiohttp.web``), run in the gateway agent's own asyncio
+loop, in-process: keep-alive, chunked request and response bodies, pipelining and lingering
+close are the library's. This module maps OpenAI requests onto ``Gateway`` and holds the
+limits: a body over ``MAX_BODY_BYTES`` is answered 413 (before it is read when its length is
+declared; a chunked one when it grows past the limit), a request head over
+``MAX_HEADER_BYTES`` 431, a body that is not a JSON object 400, all in OpenAI's ``{"error":
+{...}}`` shape and never with a traceback. aiohttp's parser refuses by itself, with a plain
+400, what never reaches this module: a header line over ``PARSER_FIELD_BYTES``, more than
+``PARSER_MAX_HEADERS`` headers, a malformed request line.
+
+Bearer keys are looked up by their SHA-256 in the configuration's tenants. ``usage`` carries
+``prompt_tokens_details.cached_tokens`` (the prefix hit at P) and a ``pdd`` extension
+(pipeline, handoff mode, tokens decoded on RLD and MD, WAN bytes); the pipeline is also in the
+``x-pdd-pipeline`` header. Every response carries ``x-pdd-request-id``: the completion's id
+(the journal's request id) once a completion exists, ``rej-…`` for a request the data plane
+turned away with 429 (journaled under that id), ``req-…`` otherwise. A failure after a stream
+started is sent as an ``error`` event, then ``[DONE]``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import uuid
+from collections.abc import AsyncGenerator
 from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from pdd_core.agent.config import hash_key
 from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_types import Outcome, UpstreamError
-from pdd_core.agent.openai_format import Completion, HttpError, chat_prompt
-from pdd_core.engine.tokenizer import ByteTokenizer
+from pdd_core.agent.gateway_types import Outcome, Route, UpstreamError
+from pdd_core.agent.openai_format import (
+    Completion,
+    HttpError,
+    output_budget,
+    prompt_tokens,
+    request_text,
+)
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 8 * 1024 * 1024
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
+# The parser must let a head somewhat over MAX_HEADER_BYTES through for it to be answered 431
+# here; these bound what one connection can make the parser buffer (lines x count).
+PARSER_FIELD_BYTES = 2 * MAX_HEADER_BYTES
+PARSER_MAX_HEADERS = 128
+BODY_TIMEOUT_S = 30.0
+KEEPALIVE_TIMEOUT_S = 75.0
+REQUEST_ID = web.RequestKey("pdd_request_id", str)
+COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
 def key_prefix(key: str) -> str:
@@ -51,60 +65,92 @@ def key_prefix(key: str) -> str:
     return ""
 
 
+def error_response(exc: HttpError) -> web.Response:
+    return web.json_response(exc.body(), status=exc.status, headers=exc.headers)
+
+
+def framework_error(request: web.Request, exc: web.HTTPException) -> HttpError:
+    """aiohttp's own refusals (no route, wrong method, body over the limit) in OpenAI's shape."""
+    headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else {}
+    if exc.status == 404:
+        return HttpError(404, f"Unknown path {request.path}", "invalid_request_error", "not_found")
+    if exc.status == 405:
+        message = f"use {exc.headers.get('Allow', 'another method')}"
+        return HttpError(405, message, "invalid_request_error", "method_not_allowed", headers)
+    if exc.status == 413:
+        return body_too_large()
+    return HttpError(exc.status, exc.reason, "invalid_request_error")
+
+
+def body_too_large() -> HttpError:
+    message = f"body: larger than {MAX_BODY_BYTES} bytes"
+    return HttpError(413, message, "invalid_request_error", "request_too_large")
+
+
+@web.middleware
+async def envelope(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer in OpenAI's error shape with ``x-pdd-request-id``; heads over the limit
+    are refused before any handler runs."""
+    request[REQUEST_ID] = "req-" + uuid.uuid4().hex
+    try:
+        head = len(request.method) + len(request.raw_path) + 11
+        head += sum(len(name) + len(value) + 4 for name, value in request.raw_headers)
+        if head > MAX_HEADER_BYTES:
+            message = f"headers: larger than {MAX_HEADER_BYTES} bytes"
+            raise HttpError(431, message, "invalid_request_error", "headers_too_large")
+        response = await handler(request)
+    except HttpError as exc:
+        response = error_response(exc)
+    except web.HTTPException as exc:
+        response = error_response(framework_error(request, exc))
+    except ConnectionError:
+        raise  # the client left; aiohttp drops the connection quietly
+    except Exception:
+        log.exception("gateway: request failed")
+        response = error_response(HttpError(500, "internal gateway error", "server_error"))
+    if not response.prepared:
+        response.headers.setdefault("x-pdd-request-id", request[REQUEST_ID])
+    return response
+
+
 class GatewayApi:
     """Serves HTTP on the gateway agent's address and calls ``Gateway`` for each request."""
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.config = gateway.config
-        self.tokenizer = ByteTokenizer()
-        self.server: asyncio.Server | None = None
+        self.app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[envelope])
+        self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/v1/models", self._models)
+        for path in COMPLETION_PATHS:
+            self.app.router.add_post(path, self._completions)
+        self.runner: web.AppRunner | None = None
 
     async def start(self) -> None:
+        self.runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+            max_field_size=PARSER_FIELD_BYTES,
+            max_headers=PARSER_MAX_HEADERS,
+        )
+        await self.runner.setup()
         spec = self.gateway.spec
-        self.server = await asyncio.start_server(self._serve, spec.host, spec.port)
+        await web.TCPSite(self.runner, spec.host, spec.port, backlog=1024).start()
+
+    async def close(self) -> None:
+        """Stop listening and close idle connections (streams in flight get a short grace)."""
+        if self.runner is not None:
+            await self.runner.cleanup()
 
     @property
     def address(self) -> tuple[str, int]:
-        assert self.server is not None
-        host, port = self.server.sockets[0].getsockname()[:2]
+        assert self.runner is not None and self.runner.addresses
+        host, port = self.runner.addresses[0][:2]
         return str(host), int(port)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            method, path, headers, body = await asyncio.wait_for(self._read(reader), 30)
-            await self._route(method, path, headers, body, writer)
-        except HttpError as exc:
-            await self._json(writer, exc.status, exc.body(), exc.headers)
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
-        except Exception:
-            log.exception("gateway: request failed")
-            err = HttpError(502, "internal gateway error", "server_error")
-            with contextlib.suppress(ConnectionError):
-                await self._json(writer, 502, err.body())
-        finally:
-            writer.close()
-
-    async def _read(self, reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
-        head = await reader.readuntil(b"\r\n\r\n")
-        if len(head) > MAX_HEADER_BYTES:
-            raise HttpError(413, "headers too large", "invalid_request_error")
-        lines = head.decode("latin-1").split("\r\n")
-        method, path, _ = lines[0].split(" ", 2)
-        headers = {}
-        for line in lines[1:]:
-            if ":" in line:
-                name, value = line.split(":", 1)
-                headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0") or 0)
-        if length > MAX_BODY_BYTES:
-            raise HttpError(413, "body too large", "invalid_request_error")
-        body = await reader.readexactly(length) if length else b""
-        return method.upper(), path.split("?", 1)[0], headers, body
-
-    def _tenant(self, headers: dict[str, str]) -> tuple[str, str]:
-        auth = headers.get("authorization", "")
+    def _tenant(self, request: web.Request) -> tuple[str, str]:
+        auth = request.headers.get("Authorization", "")
         key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         digest = hash_key(key) if key else ""
         # Read through the gateway: a config push swaps its whole configuration at once.
@@ -115,176 +161,175 @@ class GatewayApi:
             )
         return tenant, key_prefix(key)
 
-    async def _route(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        body: bytes,
-        writer: asyncio.StreamWriter,
-    ) -> None:
-        if path == "/health":
-            await self._json(
-                writer,
-                200,
-                {"status": "ok", "agents": {a: link.up for a, link in self.gateway.links.items()}},
-            )
-            return
-        if path not in ("/v1/models", "/v1/completions", "/v1/chat/completions"):
-            raise HttpError(404, f"Unknown path {path}", "invalid_request_error", "not_found")
-        tenant, prefix = self._tenant(headers)
-        if path == "/v1/models":
-            if method != "GET":
-                raise HttpError(405, "use GET", "invalid_request_error")
-            model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "pdd"}
-            await self._json(writer, 200, {"object": "list", "data": [model]})
-            return
-        if method != "POST":
-            raise HttpError(405, "use POST", "invalid_request_error")
+    async def _health(self, request: web.Request) -> web.Response:
+        agents = {a: link.up for a, link in self.gateway.links.items()}
+        return web.json_response({"status": "ok", "agents": agents})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self._tenant(request)
+        model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "pdd"}
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        declared = request.content_length
+        if declared is not None and declared > MAX_BODY_BYTES:
+            raise body_too_large()  # aiohttp drains the unread body before the next request
         try:
-            request = json.loads(body or b"{}")
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                raw = await request.read()  # raises 413 once a chunked body passes the limit
+        except TimeoutError:
+            raise HttpError(408, "body: not received in time", "invalid_request_error") from None
+        try:
+            body = json.loads(raw or b"{}")
         except ValueError:
             raise HttpError(400, "body: not valid JSON", "invalid_request_error") from None
-        if not isinstance(request, dict):
+        if not isinstance(body, dict):
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
-        await self._complete(request, path.endswith("chat/completions"), tenant, prefix, writer)
+        return body
 
-    def _prompt(self, request: dict[str, Any], chat: bool) -> list[int]:
-        if chat:
-            text = chat_prompt(request.get("messages"))
-        else:
-            given = request.get("prompt")
-            if isinstance(given, list) and len(given) == 1:
-                given = given[0]
-            if not isinstance(given, str) or not given:
-                raise HttpError(400, "prompt: must be a non-empty string", "invalid_request_error")
-            text = given
-        tokens = self.tokenizer.encode(text)
-        if len(tokens) > self.config.limits.max_prompt_tokens:
+    async def _prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
+        given = request_text(body, chat)
+        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
+            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
+        return prompt_tokens(given, self.gateway.tokenizer)
+
+    def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
+        choices = body.get("n")
+        if choices is not None and (isinstance(choices, bool) or choices != 1):
             raise HttpError(
                 400,
-                "prompt: too long for this model",
+                "n: this gateway returns one choice per request; send n=1 or leave it out",
                 "invalid_request_error",
-                "context_length_exceeded",
+                "unsupported_value",
+                param="n",
             )
-        return tokens
+        return output_budget(
+            prompt,
+            body.get("max_completion_tokens", body.get("max_tokens")),
+            self.config.limits.default_max_tokens,
+            self.gateway.context_tokens,
+        )
 
-    async def _complete(
-        self,
-        request: dict[str, Any],
-        chat: bool,
-        tenant: str,
-        prefix: str,
-        writer: asyncio.StreamWriter,
-    ) -> None:
-        model = request.get("model", self.config.model)
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        tenant, prefix = self._tenant(request)
+        body = await self._body(request)
+        chat = request.path == "/v1/chat/completions"
+        model = body.get("model", self.config.model)
         if model != self.config.model:
             raise HttpError(
                 404,
                 f"The model `{model}` does not exist",
                 "invalid_request_error",
                 "model_not_found",
+                param="model",
             )
-        prompt = self._prompt(request, chat)
-        max_tokens = request.get("max_completion_tokens", request.get("max_tokens"))
-        if max_tokens is None:
-            max_tokens = self.config.limits.default_max_tokens
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise HttpError(400, "max_tokens: must be a positive integer", "invalid_request_error")
-        given = request.get("pdd")
+        prompt = await self._prompt(body, chat)
+        max_tokens = self._max_tokens(body, len(prompt))
+        given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
             route = self.gateway.route(prompt, max_tokens, override)
         except UpstreamError as exc:
             raise HttpError(503, str(exc), "server_error") from None
         if route.rejected:
-            self.gateway.journal_outcome(None, route, tenant, prefix, failed=True)
+            request[REQUEST_ID] = "rej-" + uuid.uuid4().hex
+            self.gateway.journal_outcome(
+                None, route, tenant, prefix, failed=True, request_id=request[REQUEST_ID]
+            )
             raise HttpError(
                 429,
-                "The data plane cannot meet the TTFT target now; retry later.",
+                f"The data plane cannot serve this request now ({route.reason}); retry later.",
                 "requests",
                 "rate_limit_exceeded",
                 {"retry-after": str(route.retry_after_s)},
             )
-        stream = bool(request.get("stream"))
-        options = request.get("stream_options") or {}
-        include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
-        want_ids = bool(request.get("return_token_ids"))
-        completion = Completion(chat, str(model), len(prompt), want_ids)
+        decoder = self.gateway.tokenizer.stream_decoder()
+        want_ids = bool(body.get("return_token_ids"))
+        completion = Completion(chat, str(model), len(prompt), want_ids, decoder)
         # The response id is the request id of the journal and the control plane's records.
         completion.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        tokens = self.gateway.generate(
+        request[REQUEST_ID] = completion.id
+        job = Job(completion, route, tenant, prefix)
+        job.tokens = self.gateway.generate(
             route, prompt, max_tokens, tenant, override, request_id=completion.id
         )
-        outcome: Outcome | None = None
-        headers = {"x-pdd-pipeline": route.pipeline.value}
-        failed = True
         try:
-            if not stream:
-                try:
-                    async for fresh, seen in tokens:
-                        completion.add(fresh)
-                        outcome = seen
-                except UpstreamError as exc:
-                    raise HttpError(502, str(exc), "server_error", "upstream_error") from None
-                assert outcome is not None or completion.count == 0
-                failed = False
-                headers["x-pdd-request-id"] = outcome.request_id if outcome else ""
-                await self._json(writer, 200, completion.full(outcome, route), headers)
-                return
-            await self._start_sse(writer, headers)
-            await self._event(writer, completion.first_chunk())
-            try:
-                async for fresh, seen in tokens:
-                    outcome = seen
-                    await self._event(writer, completion.chunk(fresh))
-            except UpstreamError as exc:
-                await self._event(
-                    writer, HttpError(502, str(exc), "server_error", "upstream_error").body()
-                )
-                await self._done(writer)
-                return
-            failed = False
-            await self._event(writer, completion.last_chunk(outcome))
-            if include_usage:
-                await self._event(writer, completion.usage_chunk(outcome, route))
-            await self._done(writer)
+            if body.get("stream"):
+                options = body.get("stream_options") or {}
+                usage = bool(isinstance(options, dict) and options.get("include_usage"))
+                return await self._stream(request, job, usage)
+            return await self._whole(job)
         finally:
-            await tokens.aclose()
+            await job.tokens.aclose()
             self.gateway.release(route)
-            if outcome is not None or not failed:
-                self.gateway.journal_outcome(outcome, route, tenant, prefix, failed=failed)
+            # Every admitted request leaves a record, a failure too (billed what it delivered).
+            self.gateway.journal_outcome(
+                job.outcome,
+                route,
+                tenant,
+                prefix,
+                failed=job.failed,
+                error=job.error or ("client gone" if job.failed else ""),
+            )
 
-    async def _json(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: Any,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        data = json.dumps(body).encode()
-        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        head = (
-            f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(data)}\r\n{extra}Connection: close\r\n\r\n"
-        )
-        writer.write(head.encode() + data)
-        await writer.drain()
+    async def _whole(self, job: Job) -> web.Response:
+        try:
+            async for fresh, seen in job.tokens:
+                job.completion.add(fresh)
+                job.outcome = seen
+        except UpstreamError as exc:
+            job.error = str(exc)
+            raise HttpError(502, str(exc), "server_error", "upstream_error") from None
+        job.failed = False
+        body = job.completion.full(job.outcome, job.route)
+        return web.json_response(body, headers=job.headers())
 
-    async def _start_sse(self, writer: asyncio.StreamWriter, headers: dict[str, str]) -> None:
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        writer.write(
-            (
-                f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                f"Cache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n"
-            ).encode()
-        )
-        await writer.drain()
+    async def _stream(self, request: web.Request, job: Job, usage: bool) -> web.StreamResponse:
+        response = web.StreamResponse(headers=job.headers())
+        response.content_type = "text/event-stream"
+        response.headers["Cache-Control"] = "no-cache"
+        completion = job.completion
+        try:
+            await response.prepare(request)
+            await send_event(response, completion.first_chunk())
+            try:
+                async for fresh, seen in job.tokens:
+                    job.outcome = seen
+                    await send_event(response, completion.chunk(fresh))
+            except UpstreamError as exc:
+                job.error = str(exc)
+                error = HttpError(502, str(exc), "server_error", "upstream_error")
+                await send_event(response, error.body())
+                await send_done(response)
+                return response
+            job.failed = False
+            await send_event(response, completion.last_chunk(job.outcome))
+            if usage:
+                await send_event(response, completion.usage_chunk(job.outcome, job.route))
+            await send_done(response)
+        except ConnectionError:
+            log.info("gateway: client left stream %s", completion.id)
+        return response
 
-    async def _event(self, writer: asyncio.StreamWriter, body: Any) -> None:
-        writer.write(b"data: " + json.dumps(body).encode() + b"\n\n")
-        await writer.drain()
 
-    async def _done(self, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"data: [DONE]\n\n")
-        await writer.drain()
+class Job:
+    """One admitted completion while it runs: what is journaled and released at its end."""
+
+    def __init__(self, completion: Completion, route: Route, tenant: str, prefix: str) -> None:
+        self.completion, self.route, self.tenant, self.prefix = completion, route, tenant, prefix
+        self.tokens: AsyncGenerator[tuple[list[int], Outcome], None]
+        self.outcome: Outcome | None = None
+        self.failed = True
+        self.error = ""
+
+    def headers(self) -> dict[str, str]:
+        return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
+
+
+async def send_event(response: web.StreamResponse, body: Any) -> None:
+    await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
+
+
+async def send_done(response: web.StreamResponse) -> None:
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()

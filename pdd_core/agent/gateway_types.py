@@ -7,9 +7,12 @@ tests can use them without the machinery.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 
+from pdd_core.agent.journal import RequestRecord
 from pdd_core.routing import Pipeline
+from pdd_core.specs import SLA
 
 
 class UpstreamError(Exception):
@@ -47,6 +50,7 @@ class Outcome:
     rld_tokens: int = 0
     md_tokens: int = 0
     handoff_mode: str = ""
+    error: str = ""
     finish_reason: str = "length"
     arrival: float = field(default_factory=time.time)
     first_token_at: float | None = None
@@ -85,3 +89,69 @@ class StreamMerge:
             out.append(self._pending.pop(self.delivered))
             self.delivered += 1
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordContext:
+    """Who a record is for and who writes it."""
+
+    tenant: str
+    key_prefix: str
+    model: str
+    site: str
+    agent: str
+
+
+def gateway_record(
+    outcome: Outcome | None,
+    route: Route,
+    context: RecordContext,
+    sla: SLA,
+    *,
+    failed: bool,
+    error: str = "",
+    request_id: str = "",
+) -> RequestRecord:
+    """The gateway's complete record of a request: figures, fate (the agent of each stage,
+    the handoff, what failed) and whether it met the SLA. A failure is billed only for what
+    it delivered: ``output_tokens`` counts the tokens that reached the client."""
+    now = time.time()
+    record = RequestRecord(
+        request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
+        tenant=context.tenant,
+        model=context.model,
+        site=context.site,
+        pipeline=route.pipeline.value,
+        arrival=outcome.arrival if outcome else now,
+        finish=now,
+        api_key_prefix=context.key_prefix,
+        role="gateway",
+        agent=context.agent,
+        rejected=route.rejected,
+        prefill_agent=route.prefill,
+        relay_agent=route.relay or "",
+        main_agent=route.main or "",
+        error=error or (outcome.error if outcome else "") or ("failed" if failed else ""),
+    )
+    if route.rejected:
+        record.error = f"rejected: {route.reason}"
+    if outcome is not None:
+        record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
+        record.output_tokens = len(outcome.tokens)
+        record.wan_bytes = outcome.wan_bytes
+        record.handoff_mode = outcome.handoff_mode
+        record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
+        if outcome.first_token_at is not None:
+            record.ttft_s = outcome.first_token_at - outcome.arrival
+            if len(outcome.tokens) > 1 and outcome.last_token_at is not None:
+                record.tpot_s = (outcome.last_token_at - outcome.first_token_at) / (
+                    len(outcome.tokens) - 1
+                )
+    record.sla_met = (
+        not failed
+        and not route.rejected
+        and record.ttft_s is not None
+        and record.ttft_s <= sla.ttft_p99_s
+        and (record.tpot_s is None or record.tpot_s <= sla.tpot_p99_s)
+    )
+    return record

@@ -60,6 +60,8 @@ class RequestRecord:
 
     ``role`` and ``agent`` are extra keys (the ingestion API ignores unknown keys): the
     gateway's record is the complete one, the other agents' records carry their own part.
+    ``prefill_agent``, ``relay_agent``, ``main_agent`` and ``error`` (extra keys too) are the
+    request's fate: which agent ran each stage and, for a failed request, what failed.
     """
 
     request_id: str
@@ -83,6 +85,10 @@ class RequestRecord:
     api_key_prefix: str = ""
     role: str = ""
     agent: str = ""
+    prefill_agent: str = ""
+    relay_agent: str = ""
+    main_agent: str = ""
+    error: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +114,11 @@ class RequestRecord:
             "rejected": self.rejected,
             "role": self.role,
             "agent": self.agent,
+            # The request's fate (extra keys): who served each stage, and why it failed.
+            "prefill_agent": self.prefill_agent,
+            "relay_agent": self.relay_agent,
+            "main_agent": self.main_agent,
+            "error": self.error,
         }
 
 

@@ -51,6 +51,9 @@ class MainDecodeAgent(AgentBase):
     async def handle(self, conn: Conn, frame: Frame) -> None:
         rid = frame.request_id
         kind = frame.type
+        if self.is_released(rid) and kind is not FrameType.CANCEL:
+            await self._late(conn, frame)
+            return
         if kind is FrameType.GENERATE:
             stream = self._stream(rid)
             stream.gateway, stream.meta = conn, dict(frame.body)
@@ -81,10 +84,23 @@ class MainDecodeAgent(AgentBase):
             gone = self.streams.get(rid)
             if gone is not None:
                 self._drop(gone)
+            self.release_id(rid)  # P's KV may still be on its way: it must not revive it
             return
         else:
             return
-        await self._maybe_start(self.streams[rid])
+        current = self.streams.get(rid)
+        if current is not None:  # a failed import released it
+            await self._maybe_start(current)
+
+    async def _late(self, conn: Conn, frame: Frame) -> None:
+        """A frame of a request already released here (cancelled, finished, failed).
+
+        P's ``KV_QUERY`` gets ``KV_HAVE{released: true}`` so P sends no KV across the WAN
+        for nothing; anything else is dropped.
+        """
+        if frame.type is FrameType.KV_QUERY:
+            body = {"blocks": 0, "released": True}
+            await conn.send(control(FrameType.KV_HAVE, frame.request_id, body))
 
     async def _assemble(self, stream: Stream, done: dict[str, Any]) -> None:
         hashes, held = self.query.pop(stream.request_id, ([], 0))
@@ -169,6 +185,7 @@ class MainDecodeAgent(AgentBase):
         return False
 
     def _release(self, stream: Stream) -> None:
+        self.release_id(stream.request_id)
         self.streams.pop(stream.request_id, None)
         self.loop.remove(stream)
         self.watchers.pop(stream.request_id, None)

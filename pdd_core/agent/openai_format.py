@@ -8,12 +8,11 @@ Token ids ride along as ``token_ids`` when the request asks with ``return_token_
 
 from __future__ import annotations
 
-import codecs
 import time
 from typing import Any
 
 from pdd_core.agent.gateway_types import Outcome, Route
-from pdd_core.engine.tokenizer import BYTE_VALUES
+from pdd_core.engine.tokenizer import ByteTokenizer, StreamDecoder, TextTokenizer
 
 
 class HttpError(Exception):
@@ -24,15 +23,16 @@ class HttpError(Exception):
         kind: str,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        *,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.code = status, message, kind, code
-        self.headers = headers or {}
+        self.headers, self.param = headers or {}, param
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}
-        }
+        error = {"message": self.message, "type": self.kind, "param": self.param}
+        return {"error": {**error, "code": self.code}}
 
 
 def chat_prompt(messages: Any) -> str:
@@ -50,10 +50,72 @@ def chat_prompt(messages: Any) -> str:
     return "".join(lines) + "assistant: "
 
 
+def request_text(request: dict[str, Any], chat: bool) -> str | list[int]:
+    """The prompt of a request: text (``prompt`` or the chat template of ``messages``), or the
+    token ids a completions request may give instead of text (as OpenAI's API allows)."""
+    if chat:
+        return chat_prompt(request.get("messages"))
+    given = request.get("prompt")
+    if isinstance(given, list) and len(given) == 1 and isinstance(given[0], (str, list)):
+        given = given[0]
+    if (
+        isinstance(given, list)
+        and given
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in given)
+    ):
+        return [int(t) for t in given]
+    if not isinstance(given, str) or not given:
+        raise HttpError(
+            400,
+            "prompt: must be a non-empty string or a list of token ids",
+            "invalid_request_error",
+        )
+    return given
+
+
+def prompt_tokens(given: str | list[int], tokenizer: TextTokenizer) -> list[int]:
+    """Token ids of a prompt (``request_text``'s result); ids must be in the vocabulary."""
+    if isinstance(given, str):
+        return tokenizer.encode(given)
+    bad = next((t for t in given if not 0 <= t < tokenizer.vocab_size), None)
+    if bad is not None:
+        raise HttpError(
+            400,
+            f"prompt: token id {bad} is outside the vocabulary (0-{tokenizer.vocab_size - 1})",
+            "invalid_request_error",
+        )
+    return given
+
+
+def output_budget(prompt: int, requested: Any, default: int, context: int) -> int:
+    """The ``max_tokens`` a request runs with: as asked, capped by what the model's context
+    window leaves after the prompt. A prompt that fills the window is a 400 naming the limit."""
+    if requested is None:
+        requested = default
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise HttpError(400, "max_tokens: must be a positive integer", "invalid_request_error")
+    if prompt >= context:
+        raise HttpError(
+            400,
+            f"prompt: {prompt} tokens; this model's context window is {context} tokens "
+            "(prompt plus at least one output token)",
+            "invalid_request_error",
+            "context_length_exceeded",
+        )
+    return min(int(requested), context - prompt)
+
+
 class Completion:
     """Builds OpenAI response objects (whole or chunked) for one completion."""
 
-    def __init__(self, chat: bool, model: str, prompt_tokens: int, want_ids: bool) -> None:
+    def __init__(
+        self,
+        chat: bool,
+        model: str,
+        prompt_tokens: int,
+        want_ids: bool,
+        decoder: StreamDecoder | None = None,
+    ) -> None:
         self.chat, self.model, self.prompt_tokens, self.want_ids = (
             chat,
             model,
@@ -64,7 +126,7 @@ class Completion:
         self.id = ("chatcmpl-" if chat else "cmpl-") + hex(time.time_ns())[2:]
         self.text: list[str] = []
         self.ids: list[int] = []
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = decoder or ByteTokenizer().stream_decoder()
 
     @property
     def count(self) -> int:
@@ -72,7 +134,7 @@ class Completion:
 
     def add(self, tokens: list[int]) -> str:
         self.ids.extend(tokens)
-        piece = self._decoder.decode(bytes(t for t in tokens if 0 <= t < BYTE_VALUES))
+        piece = self._decoder.step(tokens)
         self.text.append(piece)
         return piece
 
@@ -112,7 +174,7 @@ class Completion:
         return self._envelope([self._choice(self.add(tokens), None, tokens)], True)
 
     def last_chunk(self, outcome: Outcome | None) -> dict[str, Any]:
-        tail = self._decoder.decode(b"", final=True)
+        tail = self._decoder.flush()
         finish = outcome.finish_reason if outcome else "length"
         return self._envelope([self._choice(tail, finish, [])], True)
 
@@ -142,7 +204,7 @@ class Completion:
         return body
 
     def full(self, outcome: Outcome | None, route: Route) -> dict[str, Any]:
-        text = "".join(self.text) + self._decoder.decode(b"", final=True)
+        text = "".join(self.text) + self._decoder.flush()
         finish = outcome.finish_reason if outcome else "length"
         if self.chat:
             choice: dict[str, Any] = {

@@ -75,6 +75,8 @@ class PrefillAgent(AgentBase):
         if frame.type is FrameType.KV_HAVE:
             waiter = self._have.pop((agent_id, frame.request_id), None)
             blocks = frame.body.get("blocks", 0)
+            if frame.body.get("released"):
+                blocks = -1  # MD is done with the request (the relay finished it)
             if waiter is not None and not waiter.done():
                 waiter.set_result(int(blocks) if isinstance(blocks, int) else 0)
 
@@ -193,6 +195,8 @@ class PrefillAgent(AgentBase):
             have = await asyncio.wait_for(waiter, self.config.limits.idle_timeout_s)
         finally:
             self._have.pop((md, rid), None)
-        have = max(0, min(have, len(full)))
+        if have < 0:
+            return sent, 0  # MD released it already: no KV crosses the WAN for nothing
+        have = min(have, len(full))
         sent += await self._send_all(link, rid, blocks, first, tokens, start=have)
         return sent, have

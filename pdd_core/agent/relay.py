@@ -48,6 +48,8 @@ class RelayAgent(AgentBase):
 
     async def handle(self, conn: Conn, frame: Frame) -> None:
         rid = frame.request_id
+        if self.is_released(rid):
+            return  # late frames of a request finished or cancelled here
         if frame.type is FrameType.GENERATE:
             stream = self._stream(rid)
             stream.gateway, stream.meta = conn, dict(frame.body)
@@ -60,6 +62,7 @@ class RelayAgent(AgentBase):
             self._stream(rid).kv_done = dict(frame.body)
         elif frame.type is FrameType.CANCEL:
             gone = self.streams.pop(rid, None)
+            self.release_id(rid)
             if gone is not None:
                 stream = gone
                 stream.finished = True
@@ -106,6 +109,7 @@ class RelayAgent(AgentBase):
 
     async def _finish(self, stream: Stream) -> None:
         stream.finished = True
+        self.release_id(stream.request_id)
         self.streams.pop(stream.request_id, None)
         self.loop.remove(stream)
         if stream.request_id not in self.handoff:
@@ -199,9 +203,11 @@ class RelayAgent(AgentBase):
                 stream.finished = True
                 self.loop.remove(stream)
                 self.streams.pop(stream.request_id, None)
+                self.release_id(stream.request_id)
 
     def reap(self, older_than_s: float) -> None:
         now = time.monotonic()
         for stream in list(self.streams.values()):
             if stream.state is None and now - stream.touched > older_than_s:
                 self.streams.pop(stream.request_id, None)
+                self.release_id(stream.request_id)

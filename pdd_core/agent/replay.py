@@ -2,45 +2,68 @@
 
 Prompts are built so the trace's prefix sharing is real: each block-hash id becomes one fixed
 block of text (``block_text``), so two requests sharing their first k hash ids share their
-first k text blocks, and the data plane's caches see the same reuse the trace describes. Long
-traces are scaled down: ``block_tokens`` tokens of text per trace block (the trace's own block
-is 512 tokens) and ``output_scale`` trace output tokens per requested token. Requests go out
-at their trace arrival times divided by ``speed``; each is a streaming completion with usage,
-so the client measures TTFT and TPOT itself and reads the pipeline from ``x-pdd-pipeline``.
+first k text blocks, and the data plane's caches see the same reuse the trace describes.
+Sizes are native by default: a block is words that are one token each in the data plane's
+BPE (``engine.tokenizer``), so a trace block of 512 tokens is 512 prompt tokens and a request
+of ``input_length`` tokens sends exactly that many. ``block_tokens`` and ``output_scale``
+scale a trace down for a small demo. Requests go out at their trace arrival times divided by
+``speed``; each is a streaming completion with usage, so the client measures TTFT and TPOT
+itself and reads the pipeline from ``x-pdd-pipeline``; a request counts as a success only if
+its whole answer arrived (``[DONE]``, a finish reason, as many tokens as usage says).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import random
-import string
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pdd_core.engine.tokenizer import bpe
 from pdd_core.metrics import percentile
 from pdd_core.workload.request import Request
 
-ALPHABET = string.ascii_lowercase + " "
+TRACE_BLOCK = 512  # tokens per Mooncake hash id
+
+
+@functools.cache
+def _words() -> tuple[str, ...]:
+    tokenizer = bpe()
+    return tuple(tokenizer.decode([w]) for w in tokenizer.words)
+
+
+@functools.lru_cache(maxsize=65536)
+def block_words(hash_id: int, tokens: int) -> tuple[str, ...]:
+    """The words of one trace block: ``tokens`` single-token words fixed by the hash id."""
+    rng = random.Random(hash_id)
+    words = _words()
+    return tuple(words[rng.randrange(len(words))] for _ in range(tokens))
 
 
 def block_text(hash_id: int, tokens: int) -> str:
-    """The text of one trace block: ``tokens`` bytes, a pure function of the hash id."""
-    rng = random.Random(hash_id)
-    return "".join(rng.choice(ALPHABET) for _ in range(tokens))
+    """The text of one trace block: exactly ``tokens`` BPE tokens, a pure function of the id."""
+    return "".join(block_words(hash_id, tokens))
 
 
-def build_prompt(request: Request, block_tokens: int, trace_block: int = 512) -> str:
-    """Text whose blocks follow the request's hash ids, cut to its scaled input length."""
+def build_prompt(request: Request, block_tokens: int, trace_block: int = TRACE_BLOCK) -> str:
+    """Text whose blocks follow the request's hash ids, cut to its (scaled) input length in
+    tokens: ``input_tokens`` BPE tokens at ``block_tokens == trace_block`` (native size)."""
     length = max(1, math.ceil(request.input_tokens * block_tokens / trace_block))
-    if not request.block_hashes:
-        return block_text(hash(request.id) & 0xFFFFFFFF, length)
-    text = "".join(block_text(h, block_tokens) for h in request.block_hashes)
-    return text[:length] if len(text) >= length else text
+    own = zlib.crc32(request.id.encode()) << 20  # ids of this request's own blocks
+    ids = list(request.block_hashes) or [own]
+    words: list[str] = []
+    for position in range(math.ceil(length / block_tokens)):
+        # A request longer than its hash ids say gets blocks of its own past them.
+        hash_id = ids[position] if position < len(ids) else own + position
+        words.extend(block_words(hash_id, block_tokens))
+    return "".join(words[:length])
 
 
 @dataclass(slots=True)
@@ -52,6 +75,9 @@ class Result:
     cached_tokens: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
+    rld_tokens: int = 0
+    md_tokens: int = 0
+    handoff_mode: str = ""
     error: str = ""
 
 
@@ -63,6 +89,13 @@ class Summary:
     @property
     def failures(self) -> int:
         return sum(1 for r in self.results if not r.ok)
+
+    @property
+    def md_share(self) -> float:
+        """The share of P-RLD-MD output tokens that MD decoded (the rest came from RLD)."""
+        relayed = [r for r in self.results if r.ok and r.pipeline == "P-RLD-MD"]
+        total = sum(r.rld_tokens + r.md_tokens for r in relayed)
+        return sum(r.md_tokens for r in relayed) / total if total else 0.0
 
     def pipelines(self) -> Counter[str]:
         return Counter(r.pipeline for r in self.results if r.ok)
@@ -88,6 +121,14 @@ class Summary:
         cached = sum(r.cached_tokens for r in ok)
         if prompt:
             lines.append(f"cached prompt tokens: {cached}/{prompt} ({cached / prompt:.1%})")
+        relayed = [r for r in ok if r.pipeline == "P-RLD-MD"]
+        rld, md = sum(r.rld_tokens for r in relayed), sum(r.md_tokens for r in relayed)
+        if rld + md:
+            modes = Counter(r.handoff_mode or "none (RLD finished)" for r in relayed)
+            lines.append(
+                f"P-RLD-MD tokens: MD {md}/{rld + md} ({self.md_share:.1%}), RLD {rld}; "
+                "handoffs: " + ", ".join(f"{k}={v}" for k, v in sorted(modes.items()))
+            )
         errors = Counter(r.error for r in self.results if not r.ok)
         for message, count in errors.most_common(3):
             lines.append(f"error x{count}: {message}")
@@ -126,12 +167,13 @@ async def stream_completion(
             if status != 200:
                 text = (await reader.read()).decode(errors="replace")
                 return Result(False, error=f"HTTP {status}: {text[:120]}")
-            error = ""
+            error, done, finish = "", False, None
             while line := await reader.readline():
                 if not line.startswith(b"data: "):
                     continue
                 data = line[6:].strip()
                 if data == b"[DONE]":
+                    done = True
                     break
                 event = json.loads(data)
                 if "error" in event:
@@ -140,16 +182,27 @@ async def stream_completion(
                 if event.get("usage"):
                     usage = event["usage"]
                 for choice in event.get("choices", []):
+                    finish = choice.get("finish_reason") or finish
                     if choice.get("token_ids"):
                         now = time.perf_counter()
                         first = first or now
                         last = now
                         count += len(choice["token_ids"])
+            # A request is a success only if the whole answer arrived, accounted for.
+            if not error and not done:
+                error = "stream ended before [DONE]"
+            if not error and finish not in ("stop", "length"):
+                error = f"no finish_reason (got {finish!r})"
+            if not error and count != usage.get("completion_tokens", count):
+                error = f"{count} tokens streamed, usage says {usage.get('completion_tokens')}"
+            if not error and finish == "length" and count < body.get("max_tokens", count):
+                error = f"stream stopped at {count} of {body.get('max_tokens')} tokens"
             if error:
                 return Result(False, error=error)
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
+            pdd = usage.get("pdd") or {}
             return Result(
                 True,
                 ttft_s=ttft,
@@ -158,6 +211,9 @@ async def stream_completion(
                 cached_tokens=int(details.get("cached_tokens", 0)),
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 output_tokens=count,
+                rld_tokens=int(pdd.get("rld_tokens", 0)),
+                md_tokens=int(pdd.get("md_tokens", 0)),
+                handoff_mode=str(pdd.get("handoff_mode", "")),
             )
         finally:
             writer.close()
@@ -193,7 +249,8 @@ async def replay(
         delay = (request.arrival_s - origin) / speed - (time.perf_counter() - start)
         if delay > 0:
             await asyncio.sleep(delay)
-        max_tokens = max(1, min(max_output, math.ceil(request.output_tokens / output_scale)))
+        wanted = max(1, math.ceil(request.output_tokens / output_scale))
+        max_tokens = min(max_output, wanted) if max_output > 0 else wanted
         body = {
             "model": model,
             "prompt": build_prompt(request, block_tokens),

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pdd_core import perf
+from pdd_core.agent.auth import AuthError, PlaneAuth
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.protocol import (
     Frame,
@@ -43,9 +44,16 @@ FrameHandler = Callable[["Conn", Frame], Awaitable[None]]
 HELLO_TIMEOUT_S = 5.0
 
 
-def make_engine(config: DataPlaneConfig, role: str) -> Engine:
-    """The engine of ``role`` as the configuration says (same weights/seed in every process)."""
+def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engine:
+    """The engine of ``role`` as the configuration says (same weights/seed in every process).
+
+    For ``vllm`` it is the adapter to ``agent_id``'s own vLLM instance.
+    """
     spec = config.engine
+    if spec.kind == "vllm":
+        from pdd_core.engine.vllm.engine import engine_for
+
+        return engine_for(spec.vllm, role, agent_id, spec.block_size)
     if spec.kind == "tiny":
         from pdd_core.engine.tiny import TinyConfig, TinyTransformer
 
@@ -107,12 +115,14 @@ class _StepFloor:
 
 
 class Predictor:
-    """Predicted prefill and WAN-transfer seconds, from the same physics the engines follow.
+    """Predicted prefill, decode-step and WAN-transfer seconds, from the physics the engines
+    follow.
 
     The router never derives physics itself (``pdd_core.routing``); the gateway feeds it these.
     TimedEngine's passes are ``pdd_core.perf`` times scaled by ``time_scale``; the tiny model
-    has a configured cost per miss token. A transfer is the miss KV's wire bytes over the line
-    plus one round trip.
+    has a configured cost per miss token and its decode-step floor. A transfer is its bytes,
+    after the bytes the flows already on the line carry first, over the line, plus one round
+    trip (``transfer.FairShareLink``'s model: flows share the capacity equally).
     """
 
     def __init__(self, config: DataPlaneConfig) -> None:
@@ -120,7 +130,10 @@ class Predictor:
         self._config = config
         if spec.kind == "timed":
             self._model = load_models()[spec.model]
-            self._chip = load_chips()[spec.chips.get("prefill", "h800")]
+            chips = load_chips()
+            self._chips = {
+                role: chips[spec.chips.get(role, "h800")] for role in ("prefill", "relay", "main")
+            }
             self.kv_bytes_per_token = perf.kv_bytes(self._model, 1) * spec.payload_scale
         elif spec.kind == "llamacpp":
             from pdd_core.engine.llamacpp_config import kv_bytes_per_token, settings_from_mapping
@@ -135,16 +148,32 @@ class Predictor:
         spec = self._config.engine
         if spec.kind == "timed":
             timing = perf.prefill_time(
-                self._model, self._chip, max(1, miss_tokens), cached_tokens, spec.tp
+                self._model, self._chips["prefill"], max(1, miss_tokens), cached_tokens, spec.tp
             )
             return timing.seconds * spec.time_scale
         return self._config.prefill_s_per_token * miss_tokens
 
-    def transfer_s(self, tokens: int) -> float:
+    def decode_step_s(self, role: str, batch: int, context: int = 4096) -> float:
+        """One decode step of ``batch`` sequences of ``context`` tokens on ``role``'s chip."""
+        spec = self._config.engine
+        if spec.kind == "timed":
+            timing = perf.decode_step_time(
+                self._model, self._chips[role], [context] * max(1, batch), spec.tp
+            )
+            return timing.seconds * spec.time_scale
+        return spec.decode_step_s
+
+    def kv_bytes(self, tokens: int) -> float:
+        """Wire bytes of ``tokens`` tokens of KV (payload scale applied)."""
+        return max(0, tokens) * self.kv_bytes_per_token
+
+    def transfer_s(self, wire_bytes: float, backlog_bytes: float = 0.0) -> float:
+        """Seconds to move ``wire_bytes`` when ``backlog_bytes`` go first (0 bytes: none)."""
         wan = self._config.wan
-        if tokens <= 0:
+        if wire_bytes <= 0:
             return 0.0
-        return tokens * self.kv_bytes_per_token * 8 / (wan.bandwidth_gbps * 1e9) + wan.rtt_ms / 1e3
+        bits = (wire_bytes + backlog_bytes) * 8
+        return bits / (wan.bandwidth_gbps * 1e9) + wan.rtt_ms / 1e3
 
 
 class Conn:
@@ -209,18 +238,31 @@ def hello(role: str, agent_id: str, model: str) -> Frame:
     return control(FrameType.HELLO, "", {"role": role, "agent_id": agent_id, "model": model})
 
 
+def plane_auth(config: DataPlaneConfig) -> PlaneAuth | None:
+    """The handshake signer of a process of this plane (None: no secret, no sockets)."""
+    return PlaneAuth(config.plane_secret) if config.plane_secret else None
+
+
 async def serve_frames(
     host: str,
     port: int,
     me: Frame,
     handler: FrameHandler,
     on_close: Callable[[Conn], None] | None = None,
+    *,
+    auth: PlaneAuth | None,
 ) -> asyncio.Server:
     """Accept agent connections: HELLO in, HELLO_ACK out, then every frame to ``handler``.
+
+    The HELLO must prove the plane's secret (``agent.auth``); one that does not is answered
+    ``ERROR{code: unauthenticated}``, logged with the peer's address and closed.
 
     A ``ProtocolError`` closes that one connection (logged); a handler error for one frame is
     logged and the connection goes on, so one bad request never takes a peer's others down.
     """
+
+    if auth is None:
+        raise AuthError("no plane secret: an agent never serves unauthenticated connections")
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn: Conn | None = None
@@ -228,8 +270,21 @@ async def serve_frames(
             first = await asyncio.wait_for(read_frame(reader), HELLO_TIMEOUT_S)
             if first is None or first.type is not FrameType.HELLO:
                 raise ProtocolError("first frame must be HELLO")
+            try:
+                auth.check_hello(first.body)
+            except AuthError as exc:
+                peer = writer.get_extra_info("peername")
+                log.warning(
+                    "refused HELLO from %s (role %r, agent %r): %s",
+                    peer, first.body.get("role"), first.body.get("agent_id"), exc,
+                )  # fmt: skip
+                refusal = {"code": "unauthenticated", "message": str(exc)}
+                writer.write(encode_frame(control(FrameType.ERROR, "", refusal)))
+                with contextlib.suppress(OSError):
+                    await asyncio.wait_for(writer.drain(), 1.0)
+                return
             conn = Conn(reader, writer, dict(first.body))
-            await conn.send(control(FrameType.HELLO_ACK, "", dict(me.body)))
+            await conn.send(control(FrameType.HELLO_ACK, "", auth.ack(me.body, first.body)))
             while True:
                 frame = await read_frame(reader)
                 if frame is None:
@@ -243,6 +298,11 @@ async def serve_frames(
         except (ProtocolError, TimeoutError) as exc:
             log.warning("closing connection: %s", exc)
         except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            # Shutdown cancels open connections. This task is the connection's top level (nothing
+            # awaits it), so it ends quietly: Python 3.11's StreamReaderProtocol logs a cancelled
+            # handler as an error with a traceback (3.12 no longer does).
             pass
         finally:
             if conn is not None:
@@ -271,8 +331,10 @@ class PeerLink:
         on_down: Callable[[PeerLink], None],
         *,
         connect_timeout_s: float,
+        auth: PlaneAuth | None,
     ) -> None:
         self.name = name
+        self._auth = auth
         self.address = address
         self._me = me
         self._on_frame = on_frame
@@ -291,16 +353,25 @@ class PeerLink:
         async with self._connecting:
             if self._conn is not None and not self._conn.closed:
                 return self._conn
+            if self._auth is None:
+                raise ConnectionError(f"{self.name}: no plane secret to authenticate with")
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(*self.address, limit=1 << 22), self._timeout
                 )
                 conn = Conn(reader, writer, {"agent_id": self.name})
-                await asyncio.wait_for(conn.send(self._me), self._timeout)
+                greeting = self._auth.hello(self._me.body)
+                await asyncio.wait_for(
+                    conn.send(control(FrameType.HELLO, "", greeting)), self._timeout
+                )
                 ack = await asyncio.wait_for(read_frame(reader), self._timeout)
                 if ack is None or ack.type is not FrameType.HELLO_ACK:
                     conn.close()
                     raise ConnectionError(f"{self.name}: no HELLO_ACK")
+                self._auth.check_ack(ack.body, greeting)
+            except AuthError as exc:
+                conn.close()
+                raise ConnectionError(f"{self.name}: {exc}") from exc
             except (OSError, TimeoutError, ProtocolError) as exc:
                 raise ConnectionError(f"cannot reach {self.name} at {self.address}: {exc}") from exc
             self._conn = conn

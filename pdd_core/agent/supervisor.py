@@ -10,6 +10,8 @@ starts one ``pdd agent`` child per agent plus the line. Children are started wit
 Given a control-plane URL and agent tokens (one for every site, or one per site since agent
 tokens are site-bound), every child registers with the control plane (``pdd agent
 --control-plane``; the token travels in the child's environment, not its command line).
+Every plane gets a fresh shared secret (``agent.auth``) in ``RUN_DIR/plane.secret`` (0600),
+named to the children by ``PDD_PLANE_SECRET_FILE``: agents refuse a HELLO without its proof.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from pdd_core.agent.auth import SECRET_ENV, new_secret_file
 from pdd_core.agent.config import DataPlaneConfig, hash_key, load_config
 
 START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
@@ -95,6 +98,9 @@ class DataPlane:
         self.config, self.api_key = resolve(load_config(topology), self.run_dir)
         self.config_path = self.run_dir / "dataplane.json"
         self.config_path.write_text(json.dumps(self.config.to_dict(), indent=2))
+        # The agents' shared secret: a fresh one per plane, in a file only its owner reads;
+        # children find it through the environment (never argv, which ps shows).
+        self.secret_path = new_secret_file(self.run_dir / "plane.secret")
         self.children: dict[str, subprocess.Popen[str]] = {}
         self.addresses: dict[str, str] = {}
         self._ready: queue.Queue[tuple[str, str]] = queue.Queue()
@@ -147,6 +153,7 @@ class DataPlane:
             str(self.config_path),
         ]
         env = dict(os.environ)
+        env[SECRET_ENV] = str(self.secret_path)
         if self.control_plane:
             site = self.site_of(role, agent_id)
             command += ["--control-plane", self.control_plane, "--log-level", "INFO"]

@@ -15,7 +15,8 @@ def register(subparsers: Any) -> None:
         "agent",
         help="run one data-plane agent (gateway | prefill | relay | main | wan)",
         description="Run one agent of the configuration file until SIGTERM or Ctrl-C. It "
-        "prints 'ready ROLE ID ADDRESS' once it listens.",
+        "prints 'ready ROLE ID ADDRESS' once it listens. The plane's shared secret is read from "
+        "the 0600 file named by PDD_PLANE_SECRET_FILE; secrets never go on the command line.",
     )
     parser.add_argument(
         "--role", required=True, choices=("gateway", "prefill", "relay", "main", "wan")
@@ -25,9 +26,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--control-plane",
         metavar="URL",
-        help="register with this control plane (agent token in PDD_CONTROL_TOKEN or --token)",
+        help="register with this control plane (agent token in PDD_CONTROL_TOKEN)",
     )
-    parser.add_argument("--token", help="agent token (prefer PDD_CONTROL_TOKEN: not in ps)")
     parser.add_argument("--log-level", default="WARNING")
     parser.set_defaults(func=run)
 
@@ -35,20 +35,28 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
     import os
+    from dataclasses import replace
 
+    from pdd_core.agent.auth import AuthError, secret_from_env
     from pdd_core.agent.config import load_config
     from pdd_core.agent.run import ControlSettings, run_process
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
     config = load_config(args.config)
+    if args.role != "wan":  # the line forwards bytes; the agents on both ends authenticate
+        try:
+            config = replace(config, plane_secret=secret_from_env())
+        except AuthError as exc:
+            print(f"pdd agent: {exc}")
+            return 2
     agent_id = args.id
     if agent_id is None and args.role != "wan":
         agent_id = config.of_role(args.role)[0].id
     control = None
     if args.control_plane:
-        token = args.token or os.environ.get("PDD_CONTROL_TOKEN", "")
+        token = os.environ.get("PDD_CONTROL_TOKEN", "")
         if not token:
-            print("pdd agent: --control-plane needs a token (PDD_CONTROL_TOKEN or --token)")
+            print("pdd agent: --control-plane needs a token in PDD_CONTROL_TOKEN")
             return 2
         control = ControlSettings(args.control_plane, token)
     return run_process(config, args.role, agent_id or "wan", control)

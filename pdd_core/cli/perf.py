@@ -36,9 +36,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--tp",
         type=int,
-        help="tensor-parallel degree (default: the smallest power of two whose KV capacity "
-        "holds the largest decode batch of the table)",
+        help="tensor-parallel degree (default: the valid shape with the fewest chips whose one "
+        "rank holds the largest decode batch of the table)",
     )
+    parser.add_argument("--pp", type=int, default=1, help="pipeline stages (with --tp)")
     parser.add_argument("--prefill", type=int, nargs="+", default=list(DEFAULT_PREFILL))
     parser.add_argument("--batches", type=int, nargs="+", default=list(DEFAULT_BATCHES))
     parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="decode context")
@@ -51,17 +52,19 @@ def perf_table(
     chips: list[str],
     *,
     tp: int | None = None,
+    pp: int = 1,
     prefill: tuple[int, ...] = DEFAULT_PREFILL,
     batches: tuple[int, ...] = DEFAULT_BATCHES,
     context: int = DEFAULT_CONTEXT,
 ) -> list[dict[str, Any]]:
     """One row per (model, chip) with the ``Timing`` of every cell, as plain data.
 
-    The default ``tp`` is sized for the heaviest cell (largest batch x context, or the longest
-    prefill), so every decode cell of the row is a batch the instance can actually hold.
+    The default shape (``perf.min_shape``: valid, fewest chips) is sized for the heaviest cell
+    (largest batch x context, or the longest prefill), so every decode cell of the row is a batch
+    one rank can actually hold. A given ``tp`` (and ``pp``) is validated like any other shape.
     """
     from pdd_core import perf
-    from pdd_core.specs import load_chips, load_models
+    from pdd_core.specs import InstanceShape, check_shape, load_chips, load_models
 
     catalog_models, catalog_chips = load_models(), load_chips()
     rows: list[dict[str, Any]] = []
@@ -70,8 +73,12 @@ def perf_table(
         for chip_id in _ids(chips):
             chip = _lookup(catalog_chips, chip_id, "chip")
             kv_needed = max(max(batches) * (context + 1), *prefill)
-            row_tp = tp or perf.min_tp(model, chip, kv_tokens=kv_needed)
-            capacity = perf.kv_capacity_tokens(model, chip, row_tp)
+            if tp is None:
+                row_tp = perf.min_shape(model, chip, kv_tokens=kv_needed)
+            else:
+                row_tp = InstanceShape(tp=tp, pp=pp)
+                check_shape(model, chip, row_tp)
+            capacity = perf.kv_rank_tokens(model, chip, row_tp)
             cells: dict[str, Any] = {}
             for tokens in prefill:
                 timing = perf.prefill_time(model, chip, tokens, tp=row_tp)
@@ -84,7 +91,9 @@ def perf_table(
                 {
                     "model": model.id,
                     "chip": chip.id,
-                    "tp": row_tp,
+                    "tp": row_tp.tp,
+                    "shape": row_tp.to_dict(),
+                    "chips": row_tp.chips,
                     "kv_capacity_tokens": capacity,
                     "cells": cells,
                 }
@@ -98,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         args.models,
         args.chips,
         tp=args.tp,
+        pp=args.pp,
         prefill=tuple(args.prefill),
         batches=tuple(args.batches),
         context=args.context,
@@ -108,11 +118,13 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         return 0
     names = list(rows[0]["cells"])
-    header = f"{'model':<16}{'chip':<11}{'tp':>3}{'KV tok':>9}"
+    header = f"{'model':<16}{'chip':<11}{'shape':>9}{'KV tok':>9}"
     header += "".join(f"{name:>17}" for name in names)
     print(header)
     for row in rows:
-        line = f"{row['model']:<16}{row['chip']:<11}{row['tp']:>3}"
+        shape = row["shape"]
+        label = f"{shape['tp']}x{shape['pp']}" + (f"x{shape['dp']}" if shape["dp"] > 1 else "")
+        line = f"{row['model']:<16}{row['chip']:<11}{label:>9}"
         line += f"{row['kv_capacity_tokens'] / 1e6:>8.2f}M"
         for name in names:
             cell = row["cells"][name]
@@ -122,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(
         "times per pass; prefill: batch 1, no cache hit; decode: one step; bound: cmp = compute,"
-        " mem = HBM, net = TP all-reduce; KV tok: KV capacity in millions of tokens;"
+        " mem = HBM, net = TP all-reduce / PP hand-off; shape: tp x pp (valid: TP inside one"
+        " scale-up domain, PP across); KV tok: KV one rank holds, in millions of tokens;"
         " * = exceeds it"
     )
     return 0

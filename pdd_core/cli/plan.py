@@ -84,13 +84,26 @@ def render_text(plan: dict[str, Any]) -> str:
         lines.append("INFEASIBLE: " + plan["explanation"])
         lines.append(f"wall time {plan.get('wall_s', 0):.1f} s")
         return "\n".join(lines)
+    reasons = plan["reasons"]
+    verdict = reasons.get("verdict") or {}
+    lines.append(f"recommended: {plan.get('policy', 'pdd')}")
+    if verdict:
+        lines.append(f"verdict: {verdict['sentence']}")
     lines.append("")
-    lines.append(f"{'pool':<8}{'site':<8}{'chip':<10}{'inst':>5}{'tp':>5}{'chips':>7}{'$/h':>9}")
+    lines.append(
+        f"{'pool':<8}{'site':<8}{'chip':<10}{'inst':>5}{'shape':>14}{'chips':>7}{'$/h':>9}"
+    )
     for pool in plan["pools"]:
+        shape = f"tp{pool['tp']}"
+        for key in ("pp", "dp", "ep"):
+            if pool.get(key, 1) > 1:
+                shape += f"x{key}{pool[key]}"
         lines.append(
             f"{pool['role']:<8}{pool['site']:<8}{pool['chip']:<10}{pool['instances']:>5}"
-            f"{pool['tp']:>5}{pool['chips']:>7}{pool['cost_per_hour']:>9.1f}"
+            f"{shape:>14}{pool['chips']:>7}{pool['cost_per_hour']:>9.1f}"
         )
+    if plan.get("rld_mode"):
+        lines.append(f"RLD mode: {plan['rld_mode']}")
     table = plan["routing_table"]
     lines.append(
         "routing: transfer budget {transfer_budget_s} s, singular input >= "
@@ -104,10 +117,23 @@ def render_text(plan: dict[str, Any]) -> str:
     lines.append(_cost_and_figures(plan))
     lines.append("")
     lines.append("reasons:")
-    reasons = plan["reasons"]
-    for sentence in [reasons["summary"], *reasons["pools"], *reasons["routing"]]:
-        lines.append(f"  - {sentence}")
+    extra = [reasons.get("rld_mode") or "", reasons.get("model") or ""]
+    for sentence in [reasons["summary"], *reasons["pools"], *reasons["routing"], *extra]:
+        if sentence:
+            lines.append(f"  - {sentence}")
     lines.append(f"  - {reasons['comparison']}")
+    if verdict:
+        lines.append("")
+        lines.append(
+            f"{'design family':<12}{'$/h':>9}{'BCR x1000':>11}{'$/req P':>10}"
+            f"{'$/ktok D':>10}  design"
+        )
+        for row in verdict["designs"]:
+            lines.append(
+                f"{row['policy']:<12}{row['cost_per_hour']:>9.1f}{_num(row['bcr'], 1e3, 4):>11}"
+                f"{_num(row['prefill_usd_per_request'], 1.0, 3):>10}"
+                f"{_num(row['decode_usd_per_ktok'], 1.0, 3):>10}  {row['design']}"
+            )
     lines.append("")
     lines.append(bathtub_chart(plan["bathtub"]))
     lines.append("")
@@ -166,7 +192,8 @@ def bathtub_chart(bathtub: dict[str, Any], width: int = 32) -> str:
     lines = [
         "bathtub: revenue per cost ($ earned per $ of hardware/h) against mean hit rate; bars: "
         "this deployment at its largest SLA rate; re-sized: these chips sized for the workload",
-        f"{'hit':>6} {'rev/cost':>9} {'BCR':>7} {'re-sized $/h':>13} {'rev/cost':>9}  ",
+        f"{'hit':>6} {'rev/cost':>9} {'BCR':>7} {'re-sized $/h':>13} {'rev/cost':>9} "
+        f"{'homog. $/h':>11} {'PDD pays':>9}  ",
     ]
     rows = [(p, False) for p in points] + [(current, True)]
     rows.sort(key=lambda r: (r[0]["hit_rate"], r[1]))
@@ -182,7 +209,18 @@ def bathtub_chart(bathtub: dict[str, Any], width: int = 32) -> str:
         lines.append(
             f"{point['hit_rate']:>6.1%} {value:>9.3f} {_num(point['bcr'], 1e3, 3):>7} "
             f"{_num(point.get('resized_cost_per_hour'), 1.0, 4):>13} "
-            f"{_num(point.get('resized_revenue_per_cost'), 1.0, 3):>9}  {bar}{mark}"
+            f"{_num(point.get('resized_revenue_per_cost'), 1.0, 3):>9} "
+            f"{_num(point.get('homogeneous_cost_per_hour'), 1.0, 4):>11} "
+            f"{_pays(point.get('pdd_pays')):>9}  {bar}{mark}"
         )
-    lines.append("BCR is x1000 (req/s per $/h)")
+    lines.append(
+        "BCR is x1000 (req/s per $/h); homog.: the best homogeneous design's chips re-sized for "
+        "the same workload; PDD pays where its re-sized cost is below that"
+    )
     return "\n".join(lines)
+
+
+def _pays(value: Any) -> str:
+    if value is None:
+        return "-"
+    return "yes" if value else "no"

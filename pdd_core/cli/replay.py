@@ -16,8 +16,9 @@ def register(subparsers: Any) -> None:
         "replay",
         help="replay a trace against a gateway (OpenAI API) and print TTFT/TPOT percentiles",
         description="Send the trace's requests at their arrival times / --speed as streaming "
-        "completions; each trace block (512 tokens) becomes --block-tokens tokens of text fixed "
-        "by its hash id, and each requested output is the trace's divided by --output-scale.",
+        "completions at native sizes: each trace block (512 tokens) becomes 512 BPE tokens of "
+        "text fixed by its hash id and each output is the trace's. --block-tokens and "
+        "--output-scale scale a trace down for a small demo.",
     )
     parser.add_argument("trace", metavar="TRACE")
     parser.add_argument("--gateway", required=True, help="gateway URL, e.g. http://127.0.0.1:8080")
@@ -25,9 +26,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     parser.add_argument("--limit", type=int, help="replay only the first N requests")
     parser.add_argument("--model", help="model name (default: the gateway's first model)")
-    parser.add_argument("--block-tokens", type=int, default=16)
-    parser.add_argument("--output-scale", type=float, default=8.0)
-    parser.add_argument("--max-output", type=int, default=64)
+    parser.add_argument(
+        "--block-tokens", type=int, default=512, help="tokens per trace block (512: native)"
+    )
+    parser.add_argument(
+        "--output-scale", type=float, default=1.0, help="trace output tokens per requested one"
+    )
+    parser.add_argument("--max-output", type=int, default=0, help="cap on max_tokens (0: none)")
     parser.add_argument("--timeout", type=float, default=60.0, help="per-request bound (s)")
     parser.set_defaults(func=run)
 
@@ -67,4 +72,5 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"replayed {trace.path.name} ({trace.format}) at speed {args.speed:g}")
     print(summary.table())
+    print(f"MD token share of P-RLD-MD: {summary.md_share:.1%}")
     return 1 if summary.failures else 0

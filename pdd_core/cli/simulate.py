@@ -45,6 +45,17 @@ def register(subparsers: Any) -> None:
     compare.add_argument("scenario", help="scenario file (TOML)")
     compare.add_argument("--trace", help="replay this trace instead of the scenario's workload")
     compare.add_argument("--json", action="store_true", help="print one JSON object")
+    compare.add_argument(
+        "--no-capacity",
+        action="store_true",
+        help="skip the capacity search (fixed-load figures only)",
+    )
+    compare.add_argument(
+        "--capacity-iterations",
+        type=int,
+        default=3,
+        help="bisection steps of the capacity search after bracketing (default: 3)",
+    )
     compare.set_defaults(func=run_compare)
 
 
@@ -102,29 +113,100 @@ def write_records_csv(path: Path, records: Any) -> None:
 
 
 def compare_scenario(
-    scenario_path: str, trace: str | None = None, progress: bool = True
+    scenario_path: str,
+    trace: str | None = None,
+    progress: bool = True,
+    *,
+    capacity: bool = True,
+    capacity_iterations: int = 3,
 ) -> dict[str, Any]:
-    """Run every policy of a scenario; ``{"policies": {name: summary}}`` plus the results."""
+    """Run every policy of a scenario on the same requests.
+
+    Returns ``{"scenario", "results": {policy: SimResult}, "capacity": {policy: Capacity}}``;
+    ``capacity`` is empty when the search is skipped. The capacity search
+    (``pdd_core.sim.capacity``) runs each design at more or fewer sessions until it finds
+    the highest rate at which the scenario's SLA holds, rejections counted as misses.
+    """
     from pdd_core.scenario import load_scenario
+    from pdd_core.sim.capacity import find_capacity
 
     scenario = load_scenario(scenario_path, trace=trace)
     requests = scenario.workload.requests()
     results = {}
+    capacities = {}
     for policy in POLICY_NAMES:
         bar = _progress_bar(len(requests), policy) if progress else None
         results[policy] = scenario.run(policy, requests, progress=bar)
-    return {"scenario": scenario, "results": results}
+        if capacity:
+
+            def run(load: list[Any], policy: str = policy) -> list[Any]:
+                return scenario.run(policy, load).records
+
+            capacities[policy] = find_capacity(
+                run,
+                requests,
+                scenario.sla,
+                scenario.topology_for(policy).cost_per_hour(),
+                iterations=capacity_iterations,
+                seed=scenario.config.seed,
+            )
+    return {"scenario": scenario, "results": results, "capacity": capacities}
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    ran = compare_scenario(args.scenario, args.trace)
+    if args.capacity_iterations < 0:
+        raise ValueError("--capacity-iterations: must be non-negative")
+    ran = compare_scenario(
+        args.scenario,
+        args.trace,
+        capacity=not args.no_capacity,
+        capacity_iterations=args.capacity_iterations,
+    )
     results = ran["results"]
+    capacities = ran["capacity"]
     if args.json:
-        payload = {"policies": {p: _clean(r.summary.compare_dict()) for p, r in results.items()}}
+        payload: dict[str, Any] = {
+            "policies": {p: _clean(r.summary.compare_dict()) for p, r in results.items()}
+        }
+        if capacities:
+            payload["capacity"] = {p: _clean(capacity_dict(c)) for p, c in capacities.items()}
         print(json.dumps(payload, indent=2))
         return 0
     print(compare_table({p: r.summary.compare_dict() for p, r in results.items()}))
+    if capacities:
+        print()
+        print(capacity_table({p: capacity_dict(c) for p, c in capacities.items()}))
     return 0
+
+
+def capacity_dict(capacity: Any) -> dict[str, Any]:
+    """The JSON figures of one ``Capacity`` (the probes as a list of small objects)."""
+    return {
+        "goodput_rps": capacity.goodput_rps,
+        "bcr": capacity.bcr,
+        "cost_per_hour": capacity.cost_per_hour,
+        "session_factor": capacity.factor,
+        "bound": capacity.bound,
+        "probes": [
+            {
+                "factor": p.factor,
+                "offered_rps": p.offered_rps,
+                "requests": p.requests,
+                "sla_met": p.met,
+                "violated": p.violated,
+                "attainment": p.attainment,
+            }
+            for p in capacity.probes
+        ],
+    }
+
+
+CAPACITY_ROWS: tuple[tuple[str, str, float], ...] = (
+    ("goodput_rps", "capacity goodput (req/s)", 1.0),
+    ("cost_per_hour", "cost ($/h)", 1.0),
+    ("bcr", "capacity BCR x1000", 1e3),
+    ("session_factor", "sessions at capacity (x)", 1.0),
+)
 
 
 ROWS: tuple[tuple[str, str, float], ...] = (
@@ -140,15 +222,33 @@ ROWS: tuple[tuple[str, str, float], ...] = (
     ("wan_gbps_peak", "WAN peak (Gbps)", 1.0),
     ("rld_token_share", "RLD token share", 1.0),
     ("rejected", "rejected (429)", 1.0),
+    ("singular_share", "singular (P-RLD) share", 1.0),
 )
 
 
-def compare_table(rows: dict[str, dict[str, float]], baseline: str = "same-dc") -> str:
+def capacity_table(rows: dict[str, dict[str, Any]], baseline: str = "same-dc") -> str:
+    """The capacity figures of every design at the scenario's SLA, side by side."""
+    table = compare_table(rows, baseline, CAPACITY_ROWS)
+    notes = [
+        f"{policy}: search stopped at its {row['bound']} (the SLA "
+        + ("held at the highest load tried)" if row["bound"] == "max_factor" else "never held)")
+        for policy, row in rows.items()
+        if row["bound"]
+    ]
+    head = "capacity: highest arrival rate meeting the SLA (rejections count as misses)"
+    return "\n".join([head, table, *notes])
+
+
+def compare_table(
+    rows: dict[str, dict[str, Any]],
+    baseline: str = "same-dc",
+    spec: tuple[tuple[str, str, float], ...] = ROWS,
+) -> str:
     """A plain-text table: one column per policy, ``(x.xx)`` ratio to ``baseline`` after it."""
     policies = list(rows)
     width = 22
     lines = [f"{'':<26}" + "".join(f"{p:>{width}}" for p in policies)]
-    for key, label, scale in ROWS:
+    for key, label, scale in spec:
         cells = []
         base = rows.get(baseline, {}).get(key, math.nan)
         for policy in policies:

@@ -4,9 +4,12 @@ Starts the gateway, the prefill and relay agents of site A, the main-decode agen
 and the WAN emulator between the sites (``pdd_core.agent.supervisor``), prints the gateway URL
 and a fresh API key of the ``demo`` tenant, and stops every child on Ctrl-C or SIGTERM.
 
-``--control-plane URL --token TOKEN`` registers every agent with a control plane: one token
-for all of them, or ``--token SITE=TOKEN`` once per site (agent tokens are bound to a site;
-``pdd up`` emulates both sites on one machine). Without the flags the plane runs standalone.
+``--control-plane URL`` registers every agent with a control plane. Agent tokens never go on
+the command line (``ps`` would show them): ``PDD_CONTROL_TOKENS`` in the environment holds one
+token for all sites or ``SITE=TOKEN`` pairs separated by commas (agent tokens are bound to a
+site; ``pdd up`` emulates both sites on one machine), or ``--token-file PATH`` names a file
+readable by its owner only with one ``[SITE=]TOKEN`` per line. Without ``--control-plane``
+the plane runs standalone.
 """
 
 from __future__ import annotations
@@ -28,13 +31,32 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to start (bound)")
     parser.add_argument("--control-plane", metavar="URL", help="register every agent here")
     parser.add_argument(
-        "--token",
-        action="append",
-        default=[],
-        metavar="[SITE=]TOKEN",
-        help="agent token: once for all sites, or SITE=TOKEN per site (repeatable)",
+        "--token-file",
+        metavar="PATH",
+        help="agent tokens, one [SITE=]TOKEN per line, in a 0600 file (or PDD_CONTROL_TOKENS)",
     )
     parser.set_defaults(func=run)
+
+
+TOKENS_ENV = "PDD_CONTROL_TOKENS"
+
+
+def read_tokens(path: str | None, environ: dict[str, str] | None = None) -> list[str]:
+    """The ``[SITE=]TOKEN`` items of ``--token-file`` or else ``PDD_CONTROL_TOKENS``.
+
+    ``ValueError`` if the file is readable by anyone but its owner (a token file is a key).
+    """
+    import os
+    import stat
+    from pathlib import Path
+
+    if path:
+        target = Path(path)
+        if target.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ValueError(f"--token-file: {path} must be readable by its owner only")
+        return [line.strip() for line in target.read_text().splitlines() if line.strip()]
+    env = os.environ if environ is None else environ
+    return [item.strip() for item in env.get(TOKENS_ENV, "").split(",") if item.strip()]
 
 
 def parse_tokens(values: list[str]) -> dict[str, str]:
@@ -53,10 +75,16 @@ def run(args: argparse.Namespace) -> int:
 
     from pdd_core.agent.supervisor import DataPlane
 
-    tokens = parse_tokens(args.token)
-    if bool(args.control_plane) != bool(tokens):
-        print("pdd up: --control-plane and --token go together", flush=True)
+    try:
+        tokens = parse_tokens(read_tokens(args.token_file))
+    except (OSError, ValueError) as exc:
+        print(f"pdd up: {exc}", flush=True)
         return 2
+    if args.control_plane and not tokens:
+        print(f"pdd up: --control-plane needs agent tokens ({TOKENS_ENV} or --token-file)")
+        return 2
+    if not args.control_plane:
+        tokens = {}
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="pdd-up-")
     try:
         plane = DataPlane(args.topology, run_dir, control_plane=args.control_plane, tokens=tokens)

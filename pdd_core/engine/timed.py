@@ -8,10 +8,14 @@ and every exported block carries ``kv_bytes(model, tokens) x payload_scale`` byt
 ``payload_scale`` of 1/100 and a WAN emulator bandwidth scaled by the same factor, transfer
 times stay faithful while the demo moves a hundredth of the bytes.
 
-Tokens are pseudo-random but a pure function of the engine seed and the sequence so far, the
-way a greedy model's output is a function of its context. That is what lets MD, given only
-RLD's token IDs, continue RLD's stream exactly: a seed by request id alone would have to travel
-with the KV, and the handoff deliberately sends nothing but token IDs.
+Tokens are ids of the shipped BPE vocabulary (``engine.tokenizer``): single-token words, so a
+stream reads as (random) words and every id decodes; the context window is the model's
+``max_context`` from the catalog (``context_tokens``), and a longer sequence is an
+``EngineError``. Tokens are pseudo-random but a pure function of the engine seed and the
+sequence so far, the way a greedy model's output is a function of its context. That is
+what lets MD, given only RLD's token IDs, continue RLD's stream exactly: a seed by
+request id alone would have to travel with the KV, and the handoff deliberately sends
+nothing but token IDs.
 """
 
 from __future__ import annotations
@@ -30,11 +34,9 @@ from pdd_core.engine.protocol import (
     check_cached_prefix,
     check_chain,
 )
-from pdd_core.engine.tokenizer import VOCAB_SIZE
+from pdd_core.engine.tokenizer import BYTE_VALUES, EOS, bpe
 from pdd_core.specs import ChipSpec, ModelSpec
 
-# Output bytes drawn from lower-case letters and spaces, so a demo stream is printable text.
-ALPHABET = tuple(b" abcdefghijklmnopqrstuvwxyz ")
 _MASK = (1 << 64) - 1
 
 
@@ -46,12 +48,21 @@ def _mix(value: int) -> int:
     return value ^ (value >> 31)
 
 
+def _words() -> tuple[int, ...]:
+    """The output vocabulary: the BPE's single-token words (never an id the tiny model's
+    tokenizer treats as special, so ``EOS`` checks cannot end a timed stream early)."""
+    return tuple(w for w in bpe().words if w not in (BYTE_VALUES, EOS))
+
+
 class TimedKV(SequenceKV):
     """Tokens and a running hash of them; no tensors (the bytes exist only on the wire)."""
 
-    def __init__(self, tokens: Iterable[int], block_size: int, seed: int) -> None:
+    def __init__(
+        self, tokens: Iterable[int], block_size: int, seed: int, words: Sequence[int] = ()
+    ) -> None:
         super().__init__((), block_size)
         self.seed = seed
+        self.words = words or _words()
         self.state = _mix(seed)
         self.append(tokens)
 
@@ -65,10 +76,10 @@ class TimedKV(SequenceKV):
         state = self.state
         for token in pending:
             state = _mix(state ^ token)
-        return ALPHABET[_mix(state ^ 0x5EED) % len(ALPHABET)]
+        return self.words[_mix(state ^ 0x5EED) % len(self.words)]
 
     def copy(self) -> TimedKV:
-        kv = TimedKV((), self.block_size, self.seed)
+        kv = TimedKV((), self.block_size, self.seed, self.words)
         kv.tokens, kv.state = list(self.tokens), self.state
         return kv
 
@@ -100,14 +111,23 @@ class TimedEngine:
         self.time_scale = time_scale
         self.payload_scale = payload_scale
         self.block_size = block_size
-        self.vocab_size = VOCAB_SIZE
+        self.vocab_size = bpe().vocab_size
+        self.context_tokens = model.max_context
         self.seed = seed
 
     def block_bytes(self, tokens: int) -> int:
         """Bytes a block of ``tokens`` tokens carries on the wire."""
         return round(perf.kv_bytes(self.model, tokens) * self.payload_scale)
 
+    def _fits(self, tokens: int) -> None:
+        if tokens > self.context_tokens:
+            raise EngineError(
+                f"context: {tokens} tokens exceed {self.model.name}'s window of "
+                f"{self.context_tokens}"
+            )
+
     def prefill(self, tokens: Sequence[int], cached: SequenceKV | None = None) -> PrefillResult:
+        self._fits(len(tokens))
         reuse = check_cached_prefix(tokens, cached)
         kv = TimedKV(tokens[:reuse], self.block_size, self.seed)
         if cached is not None:
@@ -132,6 +152,7 @@ class TimedEngine:
     def extend(self, context: SequenceKV, tokens: Sequence[int]) -> ExtendResult:
         if not tokens:
             raise EngineError("tokens: extend needs at least one token")
+        self._fits(len(context) + len(tokens))
         kv = self._own(context).copy()
         kv.append(tokens)
         timing = perf.extend_time(self.model, self.chip, len(tokens), len(context), self.tp)

@@ -44,6 +44,8 @@ class BathtubPoint:
     resized_cost_per_hour: float | None = None
     resized_bcr: float | None = None
     resized_revenue_per_cost: float | None = None
+    homogeneous_cost_per_hour: float | None = None
+    pdd_pays: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +65,7 @@ class Bathtub:
             "valley_index": self.valley_index,
             "valley": self.points[self.valley_index].to_dict() if self.points else None,
             "current": self.current.to_dict(),
+            "no_pay_hit_rates": [p.hit_rate for p in self.points if p.pdd_pays is False],
         }
 
 
@@ -78,9 +81,11 @@ def bathtub_point(
     design: Design,
     profile: WorkloadProfile,
     inputs: PlannerInputs | None = None,
+    homogeneous: Design | None = None,
 ) -> BathtubPoint:
     """The largest SLA rate of ``design`` on ``profile`` and what it earns (module docstring);
-    with ``inputs``, also the same chips re-sized for the workload's own rate at this hit."""
+    with ``inputs``, also the same chips re-sized for the workload's own rate at this hit, and
+    the best homogeneous design's chips re-sized the same way (does PDD pay at this hit?)."""
     cost = design.cost(ev.chips)
     local = ev if profile is ev.profile else ev.for_profile(profile)
 
@@ -112,8 +117,14 @@ def bathtub_point(
         / 1e6
     )
     resized: tuple[float, float, float] | None = None
+    other: tuple[float, float, float] | None = None
     if inputs is not None:
         resized = _resized(local, design, inputs)
+        if homogeneous is not None:
+            other = _resized(local, homogeneous, inputs)
+    pays: bool | None = None
+    if other is not None:
+        pays = resized is not None and resized[0] < other[0]
     return BathtubPoint(
         hit_rate=round(profile.mean_hit, 4),
         goodput_rps=rate,
@@ -123,6 +134,8 @@ def bathtub_point(
         resized_cost_per_hour=resized[0] if resized else None,
         resized_bcr=resized[1] if resized else None,
         resized_revenue_per_cost=resized[2] if resized else None,
+        homogeneous_cost_per_hour=other[0] if other else None,
+        pdd_pays=pays,
     )
 
 
@@ -143,7 +156,12 @@ def _resized(
 
 
 def bathtub(
-    ev: Evaluator, design: Design, points: int, inputs: PlannerInputs | None = None
+    ev: Evaluator,
+    design: Design,
+    points: int,
+    inputs: PlannerInputs | None = None,
+    *,
+    homogeneous: Design | None = None,
 ) -> Bathtub:
     """The curve over ``hit_grid(points)`` plus the current workload's own point.
 
@@ -152,11 +170,12 @@ def bathtub(
     of the fixed deployment's own curve.
     """
     curve = tuple(
-        bathtub_point(ev, design, ev.profile.with_mean_hit(h), inputs) for h in hit_grid(points)
+        bathtub_point(ev, design, ev.profile.with_mean_hit(h), inputs, homogeneous)
+        for h in hit_grid(points)
     )
     resized = [i for i, p in enumerate(curve) if p.resized_revenue_per_cost is not None]
     if resized:
         valley = min(resized, key=lambda i: (curve[i].resized_revenue_per_cost or 0.0, i))
     else:
         valley = min(range(len(curve)), key=lambda i: (curve[i].revenue_per_cost, i))
-    return Bathtub(curve, valley, bathtub_point(ev, design, ev.profile, inputs))
+    return Bathtub(curve, valley, bathtub_point(ev, design, ev.profile, inputs, homogeneous))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -32,15 +33,47 @@ from pdd_core import perf
 from pdd_core.planner.design import PDD, Design
 from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.sim import SimConfig
-from pdd_core.specs import SLA, ChipSpec, LinkSpec, ModelSpec, PriceBook
+from pdd_core.specs import SLA, ChipSpec, InstanceShape, LinkSpec, ModelSpec, PriceBook, as_shape
 
-# Stage names, also the binding constraints a plan's reasons name (DOMAIN.md section 6).
-PREFILL = "prefill compute"
-DECODE_KV = "decode KV capacity"
-DECODE_TPOT = "decode TPOT"
-WAN = "WAN bandwidth"
-RELAY = "RLD capacity"
-TTFT_TAIL = "TTFT tail"
+
+class Constraint(StrEnum):
+    """What a design runs into: stage names, binding constraints and violation kinds.
+
+    The search grows pools and the reasons pick their sentences by these kinds, never by the
+    text of a message (the text is for people).
+    """
+
+    PREFILL = "prefill compute"
+    DECODE_KV = "decode KV capacity"
+    DECODE_TPOT = "decode TPOT"
+    DECODE_FIT = "decode fit"
+    WAN = "WAN bandwidth"
+    RELAY = "RLD capacity"
+    RELAY_FIT = "RLD fit"
+    COLOCATED = "colocated capacity"
+    TTFT_TAIL = "TTFT tail"
+    TPOT_TAIL = "TPOT tail"
+
+
+# The stage names as plain names (they are the binding constraints a plan's reasons name).
+PREFILL = Constraint.PREFILL
+DECODE_KV = Constraint.DECODE_KV
+DECODE_TPOT = Constraint.DECODE_TPOT
+WAN = Constraint.WAN
+RELAY = Constraint.RELAY
+TTFT_TAIL = Constraint.TTFT_TAIL
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One SLA or capacity rule a design breaks: its ``kind`` and a sentence for people."""
+
+    kind: Constraint
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
 
 # Largest utilisation the model accepts for a stage: queues explode as rho -> 1, and the
 # simulator's traffic is burstier than Poisson, so a design at 99% would not verify.
@@ -77,7 +110,7 @@ class Evaluation:
     stages: tuple[StageView, ...]
     shares: dict[str, float]
     binding: str
-    violations: tuple[str, ...]
+    violations: tuple[Violation, ...]
 
     def stage(self, name: str) -> StageView | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -154,14 +187,14 @@ class Evaluator:
         shape = (WAIT_DRAWS, profile.input_tokens.size)
         self._uniform = [rng.random(shape) for _ in range(2)]
         self._exponential = [rng.exponential(1.0, shape) for _ in range(2)]
-        self._prefill: dict[tuple[str, int], FloatArray] = {}
-        self._batch: dict[tuple[str, int, bool], tuple[int, float, str]] = {}
+        self._prefill: dict[tuple[str, InstanceShape], FloatArray] = {}
+        self._batch: dict[tuple[str, InstanceShape, bool], tuple[int, float, str]] = {}
 
     # ---- per-(chip, tp) physics ------------------------------------------------------------
 
-    def prefill_service(self, chip: str, tp: int) -> FloatArray:
+    def prefill_service(self, chip: str, tp: perf.ShapeLike) -> FloatArray:
         """Each sampled request's prefill of its miss over its hit (seconds)."""
-        key = (chip, tp)
+        key = (chip, as_shape(tp))
         if key not in self._prefill:
             spec = self.chips[chip]
             p = self.profile
@@ -173,21 +206,21 @@ class Evaluator:
             )
         return self._prefill[key]
 
-    def step(self, chip: str, tp: int, batch: int) -> float:
+    def step(self, chip: str, tp: perf.ShapeLike, batch: int) -> float:
         """One decode step at the profile's mean context (input + half the output)."""
         p = self.profile
         context = int(np.mean(p.input_tokens + p.output_tokens / 2))
         spec = self.chips[chip]
         return perf.decode_step_time_uniform(self.model, spec, max(batch, 1), context, tp).seconds
 
-    def decode_batch(self, chip: str, tp: int, *, drc: bool) -> tuple[int, float, str]:
+    def decode_batch(self, chip: str, tp: perf.ShapeLike, *, drc: bool) -> tuple[int, float, str]:
         """``(b*, step(b*), limit)``: the batch a decode instance runs at, and what bounds it.
 
         ``limit`` is ``DECODE_KV`` when the KV pool (after the DRC share) caps the batch,
         ``DECODE_TPOT`` when the TPOT target does, ``"max_batch"`` for the engine setting.
         ``b* = 0`` when not even one sequence fits or meets the TPOT target.
         """
-        key = (chip, tp, drc)
+        key = (chip, as_shape(tp), drc)
         if key in self._batch:
             return self._batch[key]
         p = self.profile

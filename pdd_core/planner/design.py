@@ -12,31 +12,53 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pdd_core.routing import RoutingTable
-from pdd_core.specs import ChipSpec, PoolSpec, Role
+from pdd_core.specs import ChipSpec, InstanceShape, PoolSpec, RldMode, Role, pool_cost_per_hour
 
 PDD = "pdd"
 SAME_DC = "same-dc"
+COLOCATED = "colocated"
 
 
 @dataclass(frozen=True, slots=True)
 class PoolChoice:
-    """``instances`` instances of ``tp`` chips of ``chip`` in ``site`` playing ``role``."""
+    """``instances`` instances of ``shape`` (``tp x pp x dp`` chips) of ``chip`` in ``site``.
+
+    Cost counts whole nodes (``specs.pool_cost_per_hour``), so a plan is something an operator
+    can rack.
+    """
 
     site: str
     chip: str
     role: Role
     instances: int
     tp: int
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    @property
+    def shape(self) -> InstanceShape:
+        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
 
     @property
     def chips(self) -> int:
-        return self.instances * self.tp
+        return self.instances * self.shape.chips
 
     def cost(self, chips: Mapping[str, ChipSpec]) -> float:
-        return self.chips * chips[self.chip].price_per_hour
+        return pool_cost_per_hour(chips[self.chip], self.shape, self.instances)
 
     def spec(self, model: str) -> PoolSpec:
-        return PoolSpec(self.site, self.chip, model, self.role, self.instances, self.tp)
+        return PoolSpec(
+            self.site,
+            self.chip,
+            model,
+            self.role,
+            self.instances,
+            self.tp,
+            self.pp,
+            self.dp,
+            self.ep,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,14 +67,22 @@ class PoolChoice:
             "role": str(self.role),
             "instances": self.instances,
             "tp": self.tp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "ep": self.ep,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class Design:
-    """A PDD deployment (P and RLD in one site, MD in another) or a same-dc one (P and D).
+    """A PDD deployment (P and RLD in one site, MD in another), a homogeneous disaggregated one
+    (``same-dc``: P and D in one site) or an aggregated one (``colocated``: every instance does
+    both phases with chunked prefill).
 
-    For ``same-dc`` the decode pool has role MD (the simulator's D) and ``relay`` is None.
+    For ``same-dc`` the decode pool has role MD (the simulator's D) and ``relay`` is None. For
+    ``colocated`` the ``prefill`` pool is the mixed pool and ``decode`` mirrors its chip and shape
+    with 0 instances. A PDD design with ``rld_mode`` shared has no relay pool: the P instances
+    run the relay slots.
     """
 
     policy: str
@@ -60,20 +90,22 @@ class Design:
     decode: PoolChoice
     relay: PoolChoice | None
     table: RoutingTable
+    rld_mode: RldMode = RldMode.POOL
 
     @property
     def pools(self) -> tuple[PoolChoice, ...]:
         pools = [self.prefill]
         if self.relay is not None:
             pools.append(self.relay)
-        pools.append(self.decode)
+        if self.decode.instances > 0 or self.policy != COLOCATED:
+            pools.append(self.decode)
         return tuple(pools)
 
     def cost(self, chips: Mapping[str, ChipSpec]) -> float:
         return sum(p.cost(chips) for p in self.pools)
 
     def with_instances(self, role: Role, instances: int) -> Design:
-        if role is Role.PREFILL:
+        if role is Role.PREFILL or self.policy == COLOCATED:
             return replace(self, prefill=replace(self.prefill, instances=instances))
         if role is Role.RELAY_DECODE and self.relay is not None:
             return replace(self, relay=replace(self.relay, instances=instances))
@@ -87,7 +119,17 @@ class Design:
         return self.decode
 
     def label(self) -> str:
-        return " + ".join(f"{p.role} {p.instances}x{p.chip}@tp{p.tp}/{p.site}" for p in self.pools)
+        if self.policy == PDD and self.rld_mode is RldMode.SHARED:
+            pools = " + ".join(
+                f"{p.role} {p.instances}x{p.chip}@{p.shape.label()}/{p.site}" for p in self.pools
+            )
+            return f"{pools} (RLD shared with P)"
+        if self.policy == COLOCATED:
+            p = self.prefill
+            return f"colocated {p.instances}x{p.chip}@{p.shape.label()}/{p.site}"
+        return " + ".join(
+            f"{p.role} {p.instances}x{p.chip}@{p.shape.label()}/{p.site}" for p in self.pools
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +138,7 @@ class Design:
             "decode": self.decode.to_dict(),
             "relay": self.relay.to_dict() if self.relay is not None else None,
             "table": asdict(self.table),
+            "rld_mode": str(self.rld_mode),
         }
 
 
@@ -106,6 +149,9 @@ def _pool(raw: Mapping[str, Any]) -> PoolChoice:
         role=Role(raw["role"]),
         instances=int(raw["instances"]),
         tp=int(raw["tp"]),
+        pp=int(raw.get("pp", 1)),
+        dp=int(raw.get("dp", 1)),
+        ep=int(raw.get("ep", 1)),
     )
 
 
@@ -118,4 +164,5 @@ def design_from_dict(raw: Mapping[str, Any]) -> Design:
         decode=_pool(raw["decode"]),
         relay=_pool(relay) if relay else None,
         table=RoutingTable(**raw["table"]),
+        rld_mode=RldMode(raw.get("rld_mode", RldMode.POOL)),
     )

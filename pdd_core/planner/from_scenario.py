@@ -79,7 +79,7 @@ def default_candidates(scenario: Scenario) -> tuple[CandidateChip, ...]:
     for pool in (*scenario.pdd.pools, *scenario.baseline.pools):
         chips, roles = found.get((pool.site, pool.chip), (0, set()))
         roles.add(pool.role)
-        found[(pool.site, pool.chip)] = (chips + pool.instances * pool.tp, roles)
+        found[(pool.site, pool.chip)] = (chips + pool.instances * pool.chips_per_instance, roles)
     order = (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE)
     return tuple(
         CandidateChip(site, chip, max(1, 4 * chips), tuple(r for r in order if r in roles))

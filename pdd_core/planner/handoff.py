@@ -53,11 +53,11 @@ def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> H
     chunk = 16
     while chunk < 512:
         nxt = chunk * 2
-        if perf.extend_time(ev.model, chip, nxt, context, md.tp).seconds > budget:
+        if perf.extend_time(ev.model, chip, nxt, context, md.shape).seconds > budget:
             break
         chunk = nxt
-    extend_chunk = perf.extend_time(ev.model, chip, chunk, context, md.tp).seconds
-    extend_100 = perf.extend_time(ev.model, chip, 100, context, md.tp).seconds
+    extend_chunk = perf.extend_time(ev.model, chip, chunk, context, md.shape).seconds
+    extend_100 = perf.extend_time(ev.model, chip, 100, context, md.shape).seconds
     ship_100 = math.inf
     break_even = math.inf
     if ev.wan is not None:
@@ -69,7 +69,7 @@ def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> H
     # Extend-decode's extra RLD time per relay: the eager tokens are absorbed a chunk at a time.
     rld_step = 0.0
     if design.relay is not None:
-        _, rld_step, _ = ev.decode_batch(design.relay.chip, design.relay.tp, drc=False)
+        _, rld_step, _ = ev.decode_batch(design.relay.chip, design.relay.shape, drc=False)
     eager = 0.0
     if rld_step > 0 and ev.wan is not None:
         typical_wan = float(np.median(p.miss_tokens)) * ev.model.kv_bytes_per_token
@@ -85,8 +85,9 @@ def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> H
         rld_load_threshold=round(threshold, 2),
     )
     reason = (
-        f"handoff: at the mean context ({context:,} tokens) MD ({md.chip}, tp {md.tp}) extends "
-        f"{chunk} tokens in {extend_chunk * 1e3:.0f} ms, within one TPOT budget "
+        f"handoff: at the mean context ({context:,} tokens) MD ({md.chip}, "
+        f"{md.shape.label()}) extends {chunk} tokens in {extend_chunk * 1e3:.0f} ms, "
+        "within one TPOT budget "
         f"({budget * 1e3:.0f} ms), so chunks are {chunk} tokens and one-shot is used up to "
         f"{chunk}; a 100-token extend costs {extend_100 * 1e3:.0f} ms while shipping their KV "
         f"costs {ship_100 * 1e3:.0f} ms on an idle line, so token-ID handoff wins once about "

@@ -13,9 +13,8 @@ from pdd_core import perf
 from pdd_core.planner.capacity import (
     DECODE_KV,
     DECODE_TPOT,
-    RELAY,
     TTFT_TAIL,
-    WAN,
+    Constraint,
     Evaluation,
     Evaluator,
 )
@@ -43,16 +42,16 @@ def pool_reason(
     """One sentence per pool: its load, what bounds it, and what one fewer would do."""
     busy = simulated.summary.utilisation.get(str(pool.role), float("nan"))
     head = (
-        f"{pool.role} {pool.instances} x {pool.chip} tp {pool.tp} in {pool.site}: "
+        f"{pool.role} {pool.instances} x {pool.chip} {pool.shape.label()} in {pool.site}: "
         f"{busy:.0%} busy in the simulator"
     )
     if pool.role is Role.PREFILL:
         miss = np.percentile(ev.profile.miss_tokens, 99)
         hit = np.percentile(ev.profile.hit_tokens, 50)
-        alone = perf.prefill_time(ev.model, ev.chips[pool.chip], int(miss), int(hit), pool.tp)
+        alone = perf.prefill_time(ev.model, ev.chips[pool.chip], int(miss), int(hit), pool.shape)
         return (
             f"{head}; sized by the TTFT tail and prefill compute: the P99 miss "
-            f"({int(miss):,} tokens) alone takes {alone.seconds:.2f} s at tp {pool.tp}; "
+            f"({int(miss):,} tokens) alone takes {alone.seconds:.2f} s at {pool.shape.label()}; "
             f"{_fewer(ev, design, pool)}."
         )
     if pool.role is Role.RELAY_DECODE:
@@ -63,10 +62,12 @@ def pool_reason(
             f"finished on RLD) at the smallest tp that holds the model and a request; "
             f"{_fewer(ev, design, pool)}."
         )
-    b, step, limit = ev.decode_batch(pool.chip, pool.tp, drc=design.policy == "pdd")
-    bound = {DECODE_KV: "its KV capacity", DECODE_TPOT: "the TPOT target"}.get(
-        limit, "the engine's max batch"
-    )
+    b, step, limit = ev.decode_batch(pool.chip, pool.shape, drc=design.policy == "pdd")
+    bound = "the engine's max batch"
+    if limit == DECODE_KV:
+        bound = "its KV capacity"
+    elif limit == DECODE_TPOT:
+        bound = "the TPOT target"
     return (
         f"{head}; each instance decodes a batch of {b} ({step * 1e3:.1f} ms/step at the mean "
         f"context), bounded by {bound}; {_fewer(ev, design, pool)}."
@@ -100,10 +101,12 @@ def infeasible_problems(
             ],
             ["add a [[planner.candidates]] entry per role and the links between the sites"],
         )
-    fastest = min(pdd, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.tp).mean()))
+    fastest = min(
+        pdd, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.shape).mean())
+    )
     ev_fast = ev.evaluate(fastest)
     service = ev_fast.ttft_service
-    chip, tp = fastest.prefill.chip, fastest.prefill.tp
+    chip, tp = fastest.prefill.chip, fastest.prefill.shape
     if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
         which, target, got = (
             ("P99", sla.ttft_p99_s, service["p99"])
@@ -120,13 +123,13 @@ def infeasible_problems(
         )
         fixes.append("raise the TTFT target or add faster P chips (or more chips for a larger tp)")
     for violation in ev_fast.violations:
-        if violation.startswith(WAN):
+        if violation.kind is Constraint.WAN:
             problems.append(f"{violation}: the WAN line cannot carry the miss KV.")
             fixes.append("add WAN bandwidth, or raise the hit rate (larger prefix caches)")
-        elif violation.startswith((DECODE_TPOT, DECODE_KV)) and "not one" in violation:
+        elif violation.kind is Constraint.DECODE_FIT:
             problems.append(f"{violation}.")
             fixes.append("raise the TPOT target or give MD higher-bandwidth chips or a larger tp")
-        elif violation.startswith(RELAY) and "not one" in violation:
+        elif violation.kind is Constraint.RELAY_FIT:
             problems.append(f"{violation}.")
             fixes.append("allow RLD on a chip with more memory")
     limited = [r for r in found.rejected if "the limit is" in r]
@@ -143,3 +146,26 @@ def infeasible_problems(
 
 def role_order(role: Role) -> int:
     return {Role.PREFILL: 0, Role.RELAY_DECODE: 1, Role.MAIN_DECODE: 2}[role]
+
+
+def model_sentence(ev: Evaluator, chip_ids: list[str]) -> str:
+    """The model the plan's figures come from, as configured (read, not assumed)."""
+    config = ev.config
+    drc = (
+        f"MD keeps a decode-side radix cache ({config.drc_fraction:.0%} of its KV), so only the "
+        "KV it lacks (the miss) crosses the WAN"
+        if config.drc
+        else "MD has no decode-side radix cache ([engine] drc = false), so every request ships "
+        "its whole prompt's KV over the WAN"
+    )
+    chips = ", ".join(
+        f"{c.id} eta_c {c.compute_efficiency:g} / eta_m {c.memory_efficiency:g}, "
+        f"{c.scaleup_domain}-chip scale-up domain"
+        for c in (ev.chips[i] for i in sorted(chip_ids) if i in ev.chips)
+    )
+    return (
+        f"roofline passes (perf): TP inside one scale-up domain with measured all-reduce costs, "
+        f"PP across domains, expert all-to-all overlapped; {drc}; prefill chunks of "
+        f"{config.prefill_chunk_tokens:,} tokens, at most {config.max_batch} sequences per "
+        f"decode batch; chips: {chips}."
+    )

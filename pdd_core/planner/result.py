@@ -70,10 +70,13 @@ class PoolPlan:
     tp: int
     cost_per_hour: float
     reason: str
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
 
     @property
     def chips(self) -> int:
-        return self.instances * self.tp
+        return self.instances * self.tp * self.pp * self.dp
 
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)
@@ -96,6 +99,8 @@ class Plan:
     bathtub: Bathtub
     reasons: dict[str, Any]
     search: dict[str, Any]
+    policy: str = "pdd"
+    rld_mode: str | None = None
 
     @property
     def feasible(self) -> bool:
@@ -107,6 +112,8 @@ class Plan:
                 "feasible": True,
                 "name": self.name,
                 "model": self.model,
+                "policy": self.policy,
+                "rld_mode": self.rld_mode,
                 "pools": [p.to_dict() for p in self.pools],
                 "routing_table": asdict(self.routing_table),
                 "predicted": self.predicted,

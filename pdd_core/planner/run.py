@@ -12,16 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import PDD, Design, PoolChoice
+from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design, PoolChoice
 from pdd_core.planner.handoff import choose_handoff
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
-from pdd_core.planner.reasons import binding_sentence, infeasible_problems, pool_reason, role_order
+from pdd_core.planner.reasons import (
+    binding_sentence,
+    infeasible_problems,
+    model_sentence,
+    pool_reason,
+    role_order,
+)
 from pdd_core.planner.result import Infeasible, Plan, PlanOutcome, PoolPlan, predicted_from
-from pdd_core.planner.search import SearchResult, _baseline_skeletons, _pdd_skeletons, search
+from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
+from pdd_core.planner.verdict import rld_mode_reason, verdict
 from pdd_core.planner.verify import Verification, fix_up, verify
 from pdd_core.specs import ChipSpec, LinkKind, Role
 
@@ -79,7 +87,8 @@ def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared
 
 
 def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
-    """The best ``settings.verify`` PDD designs (distinct pools) and the best baseline."""
+    """The best ``settings.verify`` PDD designs (distinct pools), the best homogeneous
+    disaggregated and the best aggregated design."""
     picked: list[Design] = []
     pools_seen: set[str] = set()
     for scored in prepared.found.pdd:
@@ -90,14 +99,16 @@ def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
         picked.append(scored.design)
         if len(picked) >= inputs.settings.verify:
             break
-    if prepared.found.baseline:
-        picked.append(prepared.found.baseline[0].design)
+    for ranked in (prepared.found.baseline, prepared.found.colocated):
+        if ranked:
+            picked.append(ranked[0].design)
     return picked
 
 
 def _best(checked: Sequence[Verification], policy: str) -> Verification | None:
+    """The cheapest design of ``policy`` the simulator confirmed (then the higher BCR)."""
     good = [v for v in checked if v.design.policy == policy and confirmed(v)]
-    return max(good, key=lambda v: (v.summary.bcr, -v.summary.cost_per_hour), default=None)
+    return min(good, key=lambda v: (v.summary.cost_per_hour, -v.summary.bcr), default=None)
 
 
 def _improve(
@@ -111,7 +122,7 @@ def _improve(
 ) -> None:
     """Fix up (or move down the ranking) until a design of ``policy`` is confirmed or the
     simulation budget is spent. Appends to ``checked``."""
-    ranking = prepared.found.pdd if policy == PDD else prepared.found.baseline
+    ranking = prepared.found.ranked(policy)
     tried = {v.design for v in checked}
     runs = sum(1 for v in checked if v.design.policy == policy)
     while _best(checked, policy) is None and runs < budget:
@@ -128,7 +139,7 @@ def _improve(
         if proposal is None:
             return
         tried.add(proposal)
-        total = inputs.settings.max_simulations + inputs.settings.baseline_simulations
+        total = inputs.settings.max_simulations + 2 * inputs.settings.baseline_simulations
         report(min(0.2 + 0.6 * len(checked) / max(total, 1), 0.8), f"simulating {proposal.label()}")
         checked.append(verify(inputs, proposal))
         runs += 1
@@ -140,13 +151,18 @@ def finish(
     verifications: Sequence[Verification],
     progress: Progress | None = None,
 ) -> PlanOutcome:
-    """Fix-ups within the simulation budget, then the plan (or why there is none)."""
+    """Fix-ups within the simulation budget, then the plan (or why there is none).
+
+    The recommended design is the cheapest the simulator confirmed among PDD, homogeneous
+    disaggregated and aggregated designs; ``reasons["verdict"]`` says whether PDD pays and why.
+    """
     report = progress or _noop
     ev, found = prepared.evaluator, prepared.found
-    search_info = {
+    search_info: dict[str, Any] = {
         "designs_evaluated": found.evaluated,
         "feasible_pdd": len(found.pdd),
         "feasible_baseline": len(found.baseline),
+        "feasible_colocated": len(found.colocated),
         "workload": {
             "requests": prepared.profile.requests,
             "rate_rps": prepared.profile.rate_rps,
@@ -155,60 +171,33 @@ def finish(
             "token_hit": prepared.profile.token_hit,
         },
     }
-    if not found.pdd:
-        skeletons = _pdd_skeletons(inputs) + _baseline_skeletons(inputs)
-        problems, fixes = infeasible_problems(ev, found, skeletons)
+    if not (found.pdd or found.baseline or found.colocated):
+        problems, fixes = infeasible_problems(ev, found, all_skeletons(ev, inputs))
         return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
     checked = list(verifications)
-    _improve(
-        inputs,
-        prepared=prepared,
-        checked=checked,
-        policy=PDD,
-        budget=inputs.settings.max_simulations,
-        report=report,
+    budgets = (
+        (PDD, inputs.settings.max_simulations),
+        (SAME_DC, inputs.settings.baseline_simulations),
+        (COLOCATED, inputs.settings.baseline_simulations),
     )
-    _improve(
-        inputs,
-        prepared=prepared,
-        checked=checked,
-        policy="same-dc",
-        budget=inputs.settings.baseline_simulations,
-        report=report,
-    )
-    search_info["simulations"] = [
-        {
-            "design": v.design.label(),
-            "policy": v.design.policy,
-            "transfer_budget_s": v.design.table.transfer_budget_s,
-            "sla_met": v.summary.sla_met,
-            "rejected": v.summary.rejected,
-            "bcr": v.summary.bcr,
-            "cost_per_hour": v.summary.cost_per_hour,
-            "ttft_p99": v.summary.ttft_p99,
-            "cause": v.cause,
-        }
-        for v in checked
-    ]
-    chosen = _best(checked, PDD)
-    if chosen is None:
-        last = [v for v in checked if v.design.policy == PDD][-1]
-        s = last.summary
-        problems = [
-            f"The analytic model found designs, but the simulator confirmed none within "
-            f"{inputs.settings.max_simulations} runs; the last ({last.design.label()}) measured "
-            f"TTFT P90 {s.ttft_p90:.2f} s / P99 {s.ttft_p99:.2f} s, TPOT P99 "
-            f"{s.tpot_p99 * 1e3:.0f} ms, {s.rejected} rejected, its misses dominated by "
-            f"{last.cause}."
-        ]
-        fixes = ["raise the chip limits, relax the SLA, or raise max_simulations in [planner]"]
-        return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
+    for policy, budget in budgets:
+        _improve(
+            inputs, prepared=prepared, checked=checked, policy=policy, budget=budget, report=report
+        )
+    search_info["simulations"] = [_simulation_row(v) for v in checked]
+    best = {policy: _best(checked, policy) for policy, _ in budgets}
+    confirmed_designs = [v for v in best.values() if v is not None]
+    if not confirmed_designs:
+        return _unconfirmed(inputs, checked, search_info)
+    chosen = min(confirmed_designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
     report(0.85, "deriving handoff thresholds and the bathtub")
     design = chosen.design
     analytic = ev.evaluate(design)
-    relay_stage = analytic.stage("RLD capacity")
-    handoff = choose_handoff(ev, design, relay_stage.utilisation if relay_stage else 0.0)
-    table = handoff.table
+    table, handoff_reason = design.table, ""
+    if design.policy == PDD:
+        relay_stage = analytic.stage("RLD capacity")
+        handoff = choose_handoff(ev, design, relay_stage.utilisation if relay_stage else 0.0)
+        table, handoff_reason = handoff.table, handoff.reason
     pools = tuple(
         PoolPlan(
             site=p.site,
@@ -216,13 +205,25 @@ def finish(
             role=str(p.role),
             instances=p.instances,
             tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            ep=p.ep,
             cost_per_hour=p.cost(ev.chips),
             reason=pool_reason(ev, design, p, analytic, chosen),
         )
         for p in sorted(design.pools, key=lambda p: role_order(p.role))
     )
-    base = _best(checked, "same-dc")
-    curve = bathtub(ev, replace(design, table=table), inputs.settings.bathtub_points, inputs)
+    base = best[SAME_DC]
+    pdd_best = best[PDD]
+    tub_design = pdd_best.design if pdd_best is not None else design
+    tub_table = table if tub_design is design else tub_design.table
+    curve = bathtub(
+        ev,
+        replace(tub_design, table=tub_table),
+        inputs.settings.bathtub_points,
+        inputs,
+        homogeneous=base.design if base is not None and tub_design.policy == PDD else None,
+    )
     report(0.95, "writing the plan")
     baseline_info: dict[str, object] = {"found": base is not None}
     cost_rows = _cost_table(design, base.design if base else None, ev.chips)
@@ -237,9 +238,12 @@ def finish(
         analytic=analytic,
         chosen=chosen,
         base=base,
-        handoff=handoff.reason,
+        handoff=handoff_reason,
         ev=ev,
     )
+    reasons["verdict"] = verdict(ev, best, chosen, single_site=not _placements(inputs))
+    reasons["rld_mode"] = rld_mode_reason(ev, found.pdd, design)
+    reasons["model"] = model_sentence(ev, [c.chip for c in inputs.candidates])
     return Plan(
         name=inputs.name,
         model=inputs.model.id,
@@ -261,7 +265,38 @@ def finish(
         bathtub=curve,
         reasons=reasons,
         search=search_info,
+        policy=design.policy,
+        rld_mode=str(design.rld_mode) if design.policy == PDD else None,
     )
+
+
+def _simulation_row(v: Verification) -> dict[str, Any]:
+    return {
+        "design": v.design.label(),
+        "policy": v.design.policy,
+        "transfer_budget_s": v.design.table.transfer_budget_s,
+        "sla_met": v.summary.sla_met,
+        "rejected": v.summary.rejected,
+        "bcr": v.summary.bcr,
+        "cost_per_hour": v.summary.cost_per_hour,
+        "ttft_p99": v.summary.ttft_p99,
+        "cause": v.cause,
+    }
+
+
+def _unconfirmed(
+    inputs: PlannerInputs, checked: Sequence[Verification], search_info: dict[str, Any]
+) -> Infeasible:
+    last = checked[-1]
+    s = last.summary
+    problems = [
+        f"The analytic model found designs, but the simulator confirmed none within the "
+        f"simulation budget; the last ({last.design.label()}) measured TTFT P90 "
+        f"{s.ttft_p90:.2f} s / P99 {s.ttft_p99:.2f} s, TPOT P99 {s.tpot_p99 * 1e3:.0f} ms, "
+        f"{s.rejected} rejected, its misses dominated by {last.cause}."
+    ]
+    fixes = ["raise the chip limits, relax the SLA, or raise max_simulations in [planner]"]
+    return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
 
 
 def _cost_table(
@@ -296,7 +331,7 @@ def _cost_table(
 def _pool_text(pool: PoolChoice | None) -> str:
     if pool is None:
         return "-"
-    return f"{pool.instances} x {pool.chip} tp {pool.tp} ({pool.chips} chips, {pool.site})"
+    return f"{pool.instances} x {pool.chip} {pool.shape.label()} ({pool.chips} chips, {pool.site})"
 
 
 def _reasons(
@@ -311,17 +346,25 @@ def _reasons(
 ) -> dict[str, object]:
     table = design.table
     s = chosen.summary
-    routing = [
-        f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN transfer "
-        f"of the KV MD lacks fits in it goes P-MD ({analytic.shares.get('P-MD', 0):.0%} "
-        f"predicted, {s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD; "
-        f"chosen among {', '.join(f'{b:g}' for b in inputs.settings.transfer_budgets_s)} s as the "
-        "best BCR the simulator confirmed.",
-        f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
-        f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish on "
-        f"RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of requests).",
-        handoff,
-    ]
+    if design.policy != PDD:
+        routing = [
+            f"{design.policy}: no cross-site routing; every request is prefilled and decoded in "
+            f"{design.prefill.site}."
+        ]
+    else:
+        routing = [
+            f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN "
+            f"transfer of the KV MD lacks fits in it goes P-MD "
+            f"({analytic.shares.get('P-MD', 0):.0%} predicted, "
+            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD; chosen "
+            f"among {', '.join(f'{b:g}' for b in inputs.settings.transfer_budgets_s)} s as the "
+            "cheapest design the simulator confirmed.",
+            f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
+            f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish "
+            f"on RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of "
+            "requests).",
+            handoff,
+        ]
     if base is None:
         comparison = "no homogeneous same-dc design met the SLA within the limits."
     else:
@@ -345,7 +388,8 @@ def make_plan(inputs: PlannerInputs, progress: Progress | None = None) -> PlanOu
     """Plan in this process: prepare, verify the first round, finish."""
     report = progress or _noop
     prepared = prepare(inputs, report)
-    if not prepared.found.pdd:
+    found = prepared.found
+    if not (found.pdd or found.baseline or found.colocated):
         return finish(inputs, prepared, [], report)
     checked = []
     designs = first_round(inputs, prepared)

@@ -20,15 +20,18 @@ from pdd_core.planner.capacity import (
     RELAY,
     TTFT_TAIL,
     WAN,
+    Constraint,
     Evaluation,
     Evaluator,
     StageView,
+    Violation,
     Wait,
     gg_wait,
 )
-from pdd_core.planner.design import Design
+from pdd_core.planner.design import COLOCATED, Design, PoolChoice
 from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.routing import Pipeline
+from pdd_core.specs import RldMode
 
 
 def _rdma_s(ev: Evaluator, tokens: FloatArray) -> FloatArray:
@@ -41,11 +44,14 @@ def _rdma_s(ev: Evaluator, tokens: FloatArray) -> FloatArray:
 
 def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     """Stage throughputs, shares, waits and SLA verdict of ``design`` on ``p``."""
-    sla, table = ev.sla, design.table
+    if design.policy == COLOCATED:
+        return _colocated(ev, design, p)
+    table = design.table
     rate = p.rate_rps
     n = p.input_tokens.size
     pdd = ev.is_pdd(design)
-    violations: list[str] = []
+    shared = pdd and design.rld_mode is RldMode.SHARED
+    violations: list[Violation] = []
     stages: list[StageView] = []
     # A saturated stage (or one that cannot hold a sequence) has no steady state: no tail.
     saturated = False
@@ -60,7 +66,9 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
         )
     else:
         singular = np.zeros(n, dtype=bool)
-    wan_bytes = np.where(singular, 0.0, p.miss_tokens * ev.model.kv_bytes_per_token)
+    # MD's radix cache (DRC) tracks P's hits, so only the miss crosses; without it, all of it.
+    shipped = p.miss_tokens if ev.config.drc else p.input_tokens
+    wan_bytes = np.where(singular, 0.0, shipped * ev.model.kv_bytes_per_token)
     wan_rho = 0.0
     wan_s = np.zeros(n)
     if pdd:
@@ -79,33 +87,64 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
             )
         )
         if wan_rho >= MAX_UTILISATION:
-            violations.append(f"{WAN}: the miss KV needs {wan_rho:.0%} of the line")
+            violations.append(Violation(WAN, f"{WAN}: the miss KV needs {wan_rho:.0%} of the line"))
             saturated = True
         direct = ~singular & (wan_s <= table.transfer_budget_s)
     else:
         direct = np.ones(n, dtype=bool)
     relayed = ~singular & ~direct
 
-    # P: prefill compute.
-    service = ev.prefill_service(design.prefill.chip, design.prefill.tp)
-    p_servers = design.prefill.instances
-    p_rho = rate * float(service.mean()) / max(p_servers, 1)
-    stages.append(
-        StageView(
-            PREFILL,
-            p_rho,
-            p_servers / float(service.mean()),
-            f"mean prefill {float(service.mean()):.2f} s",
+    # RLD: relayed requests hold a slot until MD has their KV, singular ones for their output.
+    rld_step, rld_wait, rld_busy_per_request = 0.0, Wait(0.0, 0.0), 0.0
+    relay_pool = design.relay if not shared else design.prefill
+    if pdd and relay_pool is not None:
+        rl = relay_pool
+        b_rld, rld_step, _ = ev.decode_batch(rl.chip, rl.shape, drc=False)
+        occupancy = np.where(relayed, wan_s, 0.0) + np.where(
+            singular, p.output_tokens * rld_step, 0.0
         )
-    )
+        rld_rate = rate * float((relayed | singular).mean())
+        busy = occupancy[relayed | singular]
+        slots = rl.instances * b_rld
+        rld_rho = rate * float(occupancy.mean()) / slots if slots else math.inf
+        share = float((relayed | singular).mean())
+        cap = slots / float(busy.mean()) / share if busy.size and share > 0 else math.inf
+        where = "on P's instances" if shared else f"batch {b_rld}"
+        stages.append(StageView(RELAY, rld_rho, cap, f"{where}, {share:.1%} of requests"))
+        if b_rld == 0:
+            violations.append(
+                Violation(
+                    Constraint.RELAY_FIT,
+                    f"{RELAY}: not one sequence fits on {rl.chip} at {rl.shape.label()}",
+                )
+            )
+            saturated = True
+        elif rld_rho >= MAX_UTILISATION:
+            violations.append(Violation(RELAY, f"{RELAY}: RLD would be {rld_rho:.0%} busy"))
+            saturated = True
+        if busy.size and slots:
+            rld_wait = gg_wait(slots, rld_rate, busy, p.arrival_cv2)
+        # Time-shared on P: each relay slot-second costs P 1/b of an instance-second.
+        if shared and b_rld:
+            rld_busy_per_request = float(occupancy.mean()) / b_rld
+
+    # P: prefill compute (plus the relay's decode steps when RLD shares P's instances).
+    service = ev.prefill_service(design.prefill.chip, design.prefill.shape)
+    p_servers = design.prefill.instances
+    p_work = float(service.mean()) + rld_busy_per_request
+    p_rho = rate * p_work / max(p_servers, 1)
+    detail = f"mean prefill {float(service.mean()):.2f} s"
+    if shared:
+        detail += f" + {rld_busy_per_request:.2f} s of relay decode"
+    stages.append(StageView(PREFILL, p_rho, p_servers / p_work, detail))
     if p_rho >= MAX_UTILISATION:
-        violations.append(f"{PREFILL}: P would be {p_rho:.0%} busy")
+        violations.append(Violation(PREFILL, f"{PREFILL}: P would be {p_rho:.0%} busy"))
         saturated = True
-    p_wait = gg_wait(p_servers, rate, service, p.arrival_cv2)
+    p_wait = gg_wait(p_servers, rate, service + rld_busy_per_request, p.arrival_cv2)
 
     # MD (or same-dc D): decode slots.
     dec = design.decode
-    b_md, step_md, md_limit = ev.decode_batch(dec.chip, dec.tp, drc=pdd and ev.config.drc)
+    b_md, step_md, md_limit = ev.decode_batch(dec.chip, dec.shape, drc=pdd and ev.config.drc)
     to_md = direct | relayed
     md_rate = rate * float(to_md.mean())
     md_service = p.output_tokens[to_md] * step_md if b_md else np.array([math.inf])
@@ -117,45 +156,24 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
         StageView(md_name, md_rho, md_capacity, f"batch {b_md} at {step_md * 1e3:.1f} ms/step")
     )
     if b_md == 0:
-        violations.append(f"{md_name}: not one sequence fits or meets TPOT on {dec.chip}")
+        violations.append(
+            Violation(
+                Constraint.DECODE_FIT,
+                f"{md_name}: not one sequence fits or meets TPOT on {dec.chip}",
+            )
+        )
         saturated = True
     elif md_rho >= MAX_UTILISATION:
-        violations.append(f"{md_name}: MD would be {md_rho:.0%} busy")
+        violations.append(Violation(md_name, f"{md_name}: MD would be {md_rho:.0%} busy"))
         saturated = True
     md_wait = gg_wait(md_slots, md_rate, md_service, p.arrival_cv2) if md_slots else Wait(1, 1e9)
 
-    # RLD: relay slots (until MD has the KV) and singular requests (whole output).
-    rld_step, rld_wait = 0.0, Wait(0.0, 0.0)
-    if pdd and design.relay is not None:
-        rl = design.relay
-        b_rld, rld_step, _ = ev.decode_batch(rl.chip, rl.tp, drc=False)
-        occupancy = np.where(relayed, wan_s, 0.0) + np.where(
-            singular, p.output_tokens * rld_step, 0.0
-        )
-        rld_rate = rate * float((relayed | singular).mean())
-        busy = occupancy[relayed | singular]
-        slots = rl.instances * b_rld
-        rld_rho = rate * float(occupancy.mean()) / slots if slots else math.inf
-        share = float((relayed | singular).mean())
-        cap = slots / float(busy.mean()) / share if busy.size and share > 0 else math.inf
-        stages.append(StageView(RELAY, rld_rho, cap, f"batch {b_rld}, {share:.1%} of requests"))
-        if b_rld == 0:
-            violations.append(f"{RELAY}: not one sequence fits on {rl.chip} at tp {rl.tp}")
-            saturated = True
-        elif rld_rho >= MAX_UTILISATION:
-            violations.append(f"{RELAY}: RLD would be {rld_rho:.0%} busy")
-            saturated = True
-        if busy.size and slots:
-            rld_wait = gg_wait(slots, rld_rate, busy, p.arrival_cv2)
-
-    # TTFT: each request's path plus the waits of the queues it crosses.
+    # TTFT: the first token comes out of prefill (P-MD: MD's first step after the transfer; a
+    # relayed request: RLD's first step, or none when RLD shares P's instance).
     first_md = step_md if math.isfinite(step_md) else 0.0
     if pdd:
-        base = np.where(
-            direct,
-            service + wan_s + first_md,
-            service + _rdma_s(ev, p.input_tokens) + rld_step,
-        )
+        relay_path = service if shared else service + _rdma_s(ev, p.input_tokens) + rld_step
+        base = np.where(direct, service + wan_s + first_md, relay_path)
     else:
         base = service + _rdma_s(ev, p.input_tokens) + first_md
     u0, e0 = ev.draws(0)
@@ -163,19 +181,114 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     waits = p_wait.draw(u0, e0)
     second = np.where(direct, md_wait.draw(u1, e1), rld_wait.draw(u1, e1))
     ttft_samples = (base + waits + second).ravel()
+    tpot = _tpot(ev, design.decode, md_rho, b_md)
+    return _verdict(
+        ev,
+        design,
+        p,
+        ttft_samples=ttft_samples,
+        base=base,
+        tpot=tpot,
+        stages=stages,
+        violations=violations,
+        saturated=saturated,
+        shares={
+            str(Pipeline.P_MD if pdd else Pipeline.P_D): float(direct.mean()),
+            str(Pipeline.P_RLD_MD): float(relayed.mean()),
+            str(Pipeline.P_RLD): float(singular.mean()),
+        },
+    )
+
+
+def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
+    """Aggregated serving: each instance mixes prefill chunks into its decode batches.
+
+    An instance's time goes to prefill (``rate x prefill`` per instance) and to decode steps
+    of its batch ``b*``; a request's decode costs ``output x step(b*) / b*`` of an instance.
+    Prefill chunks stretch the decode steps they share a batch with, so TPOT is
+    ``step / (1 - prefill share)`` (vLLM's and SGLang's chunked prefill bound the stall by the
+    chunk, and the mean over a request sees the share).
+    """
+    rate = p.rate_rps
+    pool = design.prefill
+    service = ev.prefill_service(pool.chip, pool.shape)
+    b, step, _ = ev.decode_batch(pool.chip, pool.shape, drc=False)
+    violations: list[Violation] = []
+    stages: list[StageView] = []
+    servers = pool.instances
+    decode_work = float((p.output_tokens * step / b).mean()) if b else math.inf
+    prefill_share = rate * float(service.mean()) / max(servers, 1)
+    rho = rate * (float(service.mean()) + decode_work) / max(servers, 1)
+    work = float(service.mean()) + decode_work
+    stages.append(
+        StageView(
+            Constraint.COLOCATED,
+            rho,
+            servers / work if work > 0 else math.inf,
+            f"prefill {prefill_share:.0%} + decode batch {b} at {step * 1e3:.1f} ms/step",
+        )
+    )
+    saturated = False
+    if b == 0:
+        violations.append(Violation(Constraint.DECODE_FIT, f"not one sequence fits on {pool.chip}"))
+        saturated = True
+    elif rho >= MAX_UTILISATION:
+        violations.append(
+            Violation(Constraint.COLOCATED, f"colocated instances would be {rho:.0%} busy")
+        )
+        saturated = True
+    wait = gg_wait(servers, rate, service + decode_work, p.arrival_cv2)
+    u0, e0 = ev.draws(0)
+    base = service + 0.0
+    ttft_samples = (base + wait.draw(u0, e0)).ravel()
+    stretch = 1.0 / max(1.0 - min(prefill_share, 0.99), 0.01)
+    tpot = {k: v * stretch for k, v in _tpot(ev, pool, min(rho, 1.0), b).items()}
+    return _verdict(
+        ev,
+        design,
+        p,
+        ttft_samples=ttft_samples,
+        base=base,
+        tpot=tpot,
+        stages=stages,
+        violations=violations,
+        saturated=saturated,
+        shares={str(Pipeline.P_D): 1.0},
+    )
+
+
+def _verdict(
+    ev: Evaluator,
+    design: Design,
+    p: WorkloadProfile,
+    *,
+    ttft_samples: FloatArray,
+    base: FloatArray,
+    tpot: dict[str, float],
+    stages: list[StageView],
+    violations: list[Violation],
+    saturated: bool,
+    shares: dict[str, float],
+) -> Evaluation:
+    """TTFT/TPOT percentiles against the SLA, goodput, cost, BCR and the binding stage."""
+    sla, rate = ev.sla, p.rate_rps
     stable = not saturated
     if stable:
         ttft = metrics.percentiles(list(ttft_samples))
     else:
         ttft = {"p50": math.inf, "p90": math.inf, "p99": math.inf}
-    tpot = _tpot(ev, design, md_rho, b_md)
     if ttft["p90"] > sla.ttft_p90_s or ttft["p99"] > sla.ttft_p99_s:
         violations.append(
-            f"{TTFT_TAIL}: P90 {ttft['p90']:.2f} s / P99 {ttft['p99']:.2f} s against "
-            f"{sla.ttft_p90_s:g} / {sla.ttft_p99_s:g} s"
+            Violation(
+                TTFT_TAIL,
+                f"{TTFT_TAIL}: P90 {ttft['p90']:.2f} s / P99 {ttft['p99']:.2f} s against "
+                f"{sla.ttft_p90_s:g} / {sla.ttft_p99_s:g} s",
+            )
         )
     if tpot["p90"] > sla.tpot_p90_s or tpot["p99"] > sla.tpot_p99_s:
-        violations.append(f"{DECODE_TPOT}: TPOT P90 {tpot['p90'] * 1e3:.0f} ms")
+        violations.append(
+            Violation(Constraint.TPOT_TAIL, f"TPOT tail: P90 {tpot['p90'] * 1e3:.0f} ms")
+        )
     good_share = float(np.mean(ttft_samples <= sla.ttft_p90_s)) if stable else 0.0
     goodput = rate * good_share if tpot["p90"] <= sla.tpot_p90_s else 0.0
     cost = design.cost(ev.chips)
@@ -201,24 +314,19 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
         bcr=goodput / cost if cost > 0 else math.nan,
         revenue_per_hour=revenue * (good_share if stable else 0.0),
         stages=tuple(stages),
-        shares={
-            str(Pipeline.P_MD if pdd else Pipeline.P_D): float(direct.mean()),
-            str(Pipeline.P_RLD_MD): float(relayed.mean()),
-            str(Pipeline.P_RLD): float(singular.mean()),
-        },
+        shares=shares,
         binding=binding,
         violations=tuple(violations),
     )
 
 
-def _tpot(ev: Evaluator, design: Design, rho: float, batch: int) -> dict[str, float]:
+def _tpot(ev: Evaluator, dec: PoolChoice, rho: float, batch: int) -> dict[str, float]:
     """TPOT at the mean batch (P50) and at the mean plus 1.28 / 2.33 Poisson sigmas."""
     if batch <= 0 or not math.isfinite(rho):
         return {"p50": math.inf, "p90": math.inf, "p99": math.inf}
     mean_batch = max(1.0, min(rho, 1.0) * batch)
-    dec = design.decode
     result = {}
     for key, z in (("p50", 0.0), ("p90", 1.28), ("p99", 2.33)):
         b = min(batch, max(1, math.ceil(mean_batch + z * math.sqrt(mean_batch))))
-        result[key] = ev.step(dec.chip, dec.tp, b)
+        result[key] = ev.step(dec.chip, dec.shape, b)
     return result

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pdd_core.planner.design import PDD, Design, design_from_dict
+from pdd_core.planner.design import COLOCATED, PDD, Design, design_from_dict
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.routing import Pipeline
 from pdd_core.sim import Summary, simulate
@@ -48,13 +48,17 @@ def verification_from_dict(raw: Mapping[str, Any]) -> Verification:
 
 
 def topology_of(inputs: PlannerInputs, design: Design) -> Topology:
-    return Topology(
+    """The design as a simulator topology; its shapes are checked (``ShapeError`` if not)."""
+    topology = Topology(
         sites=inputs.sites,
         links=inputs.links,
         pools=tuple(p.spec(inputs.model.id) for p in design.pools),
         chips=dict(inputs.chips),
         models={inputs.model.id: inputs.model},
+        rld_mode=design.rld_mode,
     )
+    topology.check_shapes()
+    return topology
 
 
 def verify(
@@ -102,7 +106,10 @@ def fix_up(inputs: PlannerInputs, checked: Verification) -> Design | None:
     next-ranked design.
     """
     design, summary = checked.design, checked.summary
-    if summary.tpot_p90 > inputs.sla.tpot_p90_s or summary.tpot_p99 > inputs.sla.tpot_p99_s:
+    if design.policy == COLOCATED:
+        # Every instance serves both phases: any miss is fixed by one more instance.
+        proposal = design.with_instances(Role.PREFILL, design.prefill.instances + 1)
+    elif summary.tpot_p90 > inputs.sla.tpot_p90_s or summary.tpot_p99 > inputs.sla.tpot_p99_s:
         proposal = design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
     elif checked.cause in ("queue", "prefill"):
         # A long prefill also waits for the chunks of the prefills ahead of it on its instance,
@@ -112,6 +119,14 @@ def fix_up(inputs: PlannerInputs, checked: Verification) -> Design | None:
         proposal = design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
     elif checked.cause == "relay-wait" and design.relay is not None:
         proposal = design.with_instances(Role.RELAY_DECODE, design.relay.instances + 1)
+    elif checked.cause == "relay-wait":
+        # The relay shares P's instances; relayed requests also wait there for MD to take
+        # them over, so grow whichever of P and MD the simulator found busier.
+        busy = summary.utilisation
+        if busy.get(str(Role.MAIN_DECODE), 0.0) >= busy.get(str(Role.PREFILL), 0.0):
+            proposal = design.with_instances(Role.MAIN_DECODE, design.decode.instances + 1)
+        else:
+            proposal = design.with_instances(Role.PREFILL, design.prefill.instances + 1)
     elif checked.cause == "transfer" and design.policy == PDD:
         budget = design.table.transfer_budget_s / 2
         proposal = replace(design, table=replace(design.table, transfer_budget_s=budget))

@@ -84,6 +84,7 @@ def simulate(
         if instances:
             busy[role] = (sum(i.busy_s for i in instances), len(instances))
     series = sim.wan.gbps_series() if sim.wan is not None else []
+    instances = [*sim.prefill, *sim.relay, *sim.decode]
     summary = summarize(
         str(policy),
         records,
@@ -92,5 +93,8 @@ def simulate(
         cost_per_hour=topology.cost_per_hour(),
         busy=busy,
         wan_series=series,
+        wan_busy_s=sim.wan.busy_s if sim.wan is not None else 0.0,
+        wan_cancelled=sim.wan.cancelled if sim.wan is not None else 0,
+        preemptions=sum(i.preemptions for i in instances),
     )
     return SimResult(summary=summary, records=records, wan_series=series)

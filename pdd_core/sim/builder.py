@@ -11,7 +11,7 @@ from pdd_core.cache import RadixCache
 from pdd_core.sim.config import Policy, SimConfig, colocated_pools
 from pdd_core.sim.instance import Host, Instance
 from pdd_core.sim.wan import WanLine
-from pdd_core.specs import LinkKind, LinkSpec, ModelSpec, PoolSpec, Role, Topology
+from pdd_core.specs import LinkKind, LinkSpec, ModelSpec, PoolSpec, RldMode, Role, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,9 @@ def build_instances(
         return Built(prefill, [], [], None, None)
     prefill = make(topology.pools_of(Role.PREFILL), Role.PREFILL, "prefix")
     relay = []
-    if policy is Policy.PDD:
+    if policy is Policy.PDD and topology.rld_mode is RldMode.SHARED:
+        relay = prefill  # relay slots time-share the P instances (no RLD pool)
+    elif policy is Policy.PDD:
         relay = make(topology.pools_of(Role.RELAY_DECODE), Role.RELAY_DECODE, "")
     drc = "drc" if policy is Policy.PDD and config.drc else ""
     decode = make(topology.pools_of(Role.MAIN_DECODE), Role.MAIN_DECODE, drc)
@@ -62,7 +64,14 @@ def build_instances(
         if p_site == d_site:
             raise ValueError(f"pools: {policy} needs MD in another site than P")
         spec = _link(topology, p_site, d_site, LinkKind.WAN)
-        wan = WanLine(host, spec, rng, config.wan_bin_s)
+        wan = WanLine(
+            host,
+            spec,
+            rng,
+            config.wan_bin_s,
+            setup_s=config.wan_setup_ms / 1000.0,
+            initial_window_bytes=config.wan_initial_window_bytes,
+        )
     elif policy is Policy.SAME_DC and p_site != d_site:
         raise ValueError("pools: same-dc needs P and D in one site")
     return Built(prefill, relay, decode, rdma, wan)
@@ -88,10 +97,11 @@ def _instances(
     instances = []
     for pool in pools:
         chip = topology.chips[pool.chip]
-        capacity = perf.kv_capacity_tokens(model, chip, pool.tp)
+        capacity = perf.kv_capacity_tokens(model, chip, pool.shape)
         if capacity <= 0:
             raise ValueError(
-                f"pools: {model.id} does not fit on {pool.tp} x {chip.id} (site {pool.site})"
+                f"pools: {model.id} does not fit on {pool.shape.label()} x {chip.id} "
+                f"(site {pool.site})"
             )
         for number in range(pool.instances):
             radix = None
@@ -110,7 +120,7 @@ def _instances(
                     role=role,
                     model=model,
                     chip=chip,
-                    tp=pool.tp,
+                    tp=pool.shape,
                     kv_tokens=kv_tokens,
                     max_batch=config.max_batch,
                     chunk_tokens=config.prefill_chunk_tokens,

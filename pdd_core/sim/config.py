@@ -47,6 +47,11 @@ class SimConfig:
     - ``block_size``: tokens per block hash of the workload (512 for Mooncake traces).
     - ``wan_bin_s``: width of the WAN utilisation time bins (peak Gbps is over these bins).
     - ``seed``: seeds link jitter (and the generator, when the scenario uses it).
+    - ``wan_setup_ms``: fixed setup of each WAN transfer (block lookup, registration, request
+      message), paid on top of the round trip; it uses no bandwidth.
+    - ``wan_initial_window_bytes``: TCP initial congestion window of a WAN transfer (RFC 6928's
+      IW10 is 10 x 1460 = 14,600 bytes); 0 means connections stay warm (long-lived, with
+      ``net.ipv4.tcp_slow_start_after_idle = 0``) and no transfer pays slow start.
     """
 
     prefill_chunk_tokens: int = 16_384
@@ -57,6 +62,8 @@ class SimConfig:
     block_size: int = 512
     wan_bin_s: float = 10.0
     seed: int = 0
+    wan_setup_ms: float = 0.0
+    wan_initial_window_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("prefill_chunk_tokens", "max_batch", "block_size"):
@@ -69,6 +76,10 @@ class SimConfig:
             raise ValueError(f"drc_fraction: must be in (0, 1), got {self.drc_fraction!r}")
         if not self.wan_bin_s > 0:
             raise ValueError("wan_bin_s: must be positive")
+        for name in ("wan_setup_ms", "wan_initial_window_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{name}: must be a non-negative number, got {value!r}")
 
     def with_drc(self, drc: bool) -> SimConfig:
         return replace(self, drc=drc)

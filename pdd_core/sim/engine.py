@@ -24,21 +24,30 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
+from pdd_core.predict import (
+    LinkState,
+    Prediction,
+    PrefillState,
+    choose_prefill,
+    choose_relay,
+    decode_wait_s,
+    link_s,
+    predict,
+    predicted_ttft_s,
+    relay_instead,
+)
 from pdd_core.routing import (
     HandoffMode,
-    InstanceView,
     Pipeline,
-    RouteFeatures,
     RoutingTable,
     choose_handoff_mode,
-    choose_instance,
-    choose_pipeline,
     predict_rejection,
 )
 from pdd_core.sim.builder import build_instances
@@ -103,6 +112,11 @@ class Simulator:
         flight = seq.flight
         if seq.role is Role.RELAY_DECODE:
             flight.tokens_rld = seq.done
+            if flight.wan_flow >= 0 and math.isnan(flight.wan_done_s) and self.wan is not None:
+                # Finished on RLD before MD got its KV: the transfer is no longer needed.
+                sent = self.wan.cancel(flight.wan_flow, now)
+                if sent is not None:
+                    flight.wan_bytes = sent
         else:
             flight.tokens_md = seq.done
         self._finish(flight, now)
@@ -114,7 +128,7 @@ class Simulator:
             return False
         pending = seq.done - flight.absorbed
         if flight.handoff_mode is HandoffMode.NONE:
-            relay = self.relay[0] if len(self.relay) == 1 else self._relay_of(seq)
+            relay = self._relay_of(seq)
             flight.handoff_mode = choose_handoff_mode(seq.done, relay.load, self.table)
         chunk = self.table.handoff_chunk_tokens
         if flight.handoff_mode is HandoffMode.ONE_SHOT or pending <= chunk:
@@ -173,76 +187,100 @@ class Simulator:
         return min(blocks * self.config.block_size, request.input_tokens - 1)
 
     def _arrive(self, request: Request) -> None:
-        views = []
-        for index, inst in enumerate(self.prefill):
+        model = self.model
+        size = request.input_tokens
+        prefills = []
+        for inst in self.prefill:
             hit = self._hit(inst, request)
-            est = prefill_s(self.model, inst.chip, request.input_tokens - hit, hit, inst.tp)
-            views.append(InstanceView(index, hit, inst.backlog_s, est))
-        p_view = choose_instance(views)
-        p_inst = self.prefill[p_view.index]
-        hit = p_view.cached_tokens
+            est = prefill_s(model, inst.chip, size - hit, hit, inst.tp)
+            prefills.append(PrefillState(inst.backlog_s, hit, est))
         flight = Flight(request, Pipeline.P_D)
-        first_step = p_inst.step_time(1, request.input_tokens)
-        base = p_view.queue_s + p_view.service_s + first_step
-        if self.policy is Policy.COLOCATED:
-            flight.pipeline = Pipeline.COLOCATED
-            predicted = base + p_inst.predicted_wait_s(request.input_tokens + flight.output)
-        elif self.policy is Policy.SAME_DC:
-            predicted = base + self._rdma_s(request.input_tokens, None)
-        elif self.policy is Policy.NAIVE_CROSS_DC:
-            assert self.wan is not None
-            predicted = base + self.wan.predicted_s(perf.kv_bytes(self.model, request.input_tokens))
+        if self.policy is Policy.PDD:
+            prediction = self._predict_pdd(request, prefills, flight.output)
+            p_index = prediction.prefill_index
+            flight.pipeline = prediction.pipeline
+            flight.md_index = prediction.md_index
+            flight.relay_index = prediction.relay_index
+            rejected = prediction.rejected
         else:
-            predicted = base + self._route_pdd(flight, request, hit)
-        if predict_rejection(predicted, self.sla, self.table):
+            p_index = choose_prefill(prefills)
+            rejected = self._reject_baseline(prefills[p_index], flight)
+        hit = prefills[p_index].hit_tokens
+        if rejected:
             self._reject(request, flight.pipeline, "predicted TTFT over the SLA", hit)
             return
+        p_inst = self.prefill[p_index]
         # No ``match`` here: the insert after prefill touches the same path (LRU order).
         flight.hit_p = hit
-        flight.miss = request.input_tokens - hit
+        flight.miss = size - hit
         p_inst.add_job(
             Job(
                 flight,
                 flight.miss,
                 hit,
-                p_view.service_s,
+                prefills[p_index].prefill_s,
                 lambda t: self._prefilled(flight, p_inst, t),
             ),
             self.now,
         )
 
-    def _route_pdd(self, flight: Flight, request: Request, hit: int) -> float:
-        """Choose MD and the pipeline; return the predicted transfer + wait part of TTFT."""
+    def _wan_state(self) -> LinkState:
         assert self.wan is not None
-        reserve = request.input_tokens + flight.output
-        views = []
-        for index, md in enumerate(self.decode):
-            md_hit = self._hit(md, request) if self.config.drc else 0
-            wan_s = self.wan.predicted_s(perf.kv_bytes(self.model, request.input_tokens - md_hit))
-            views.append(InstanceView(index, md_hit, md.predicted_wait_s(reserve), wan_s))
-        md_view = choose_instance(views)
-        flight.md_index = md_view.index
-        features = RouteFeatures(
-            input_tokens=request.input_tokens,
-            hit_tokens_p=hit,
-            hit_tokens_md=md_view.cached_tokens,
-            predicted_output_tokens=flight.output,
-            wan_transfer_s=md_view.service_s,
+        config = self.config
+        return LinkState.of(
+            self.wan.spec,
+            self.wan.link.active_flows,
+            setup_ms=config.wan_setup_ms,
+            initial_window_bytes=config.wan_initial_window_bytes,
+            utilisation=self.wan.utilisation(self.now),
         )
-        flight.pipeline = choose_pipeline(features, self.table).pipeline
-        if flight.pipeline is Pipeline.P_MD:
-            return md_view.service_s + md_view.queue_s
-        relay = self._least_loaded_relay()
-        return self._rdma_s(request.input_tokens, None) + relay.predicted_wait_s(reserve)
 
-    def _least_loaded_relay(self) -> Instance:
-        return min(self.relay, key=lambda r: r.load)
+    def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
+        """Predicted TTFT of a baseline policy (``pdd_core.predict``), over the SLA or not."""
+        size = flight.request.input_tokens
+        transfer = wait = 0.0
+        if self.policy is Policy.COLOCATED:
+            flight.pipeline = Pipeline.COLOCATED
+        else:
+            states = [d.decode_state() for d in self.decode]
+            target = states[choose_relay(states)]
+            wait = decode_wait_s(target, size + 1)
+            nbytes = size * self.model.kv_bytes_per_token
+            if self.policy is Policy.SAME_DC:
+                transfer = link_s(self._rdma_state(), nbytes)
+            else:
+                transfer = link_s(self._wan_state(), nbytes)
+        ttft = predicted_ttft_s(p.queued_s, p.prefill_s, transfer, wait)
+        return predict_rejection(ttft, self.sla, self.table)
+
+    def _predict_pdd(
+        self, request: Request, prefills: list[PrefillState], output: int
+    ) -> Prediction:
+        drc = self.config.drc
+        mains = [md.decode_state(self._hit(md, request) if drc else 0) for md in self.decode]
+        return predict(
+            input_tokens=request.input_tokens,
+            output_tokens=output,
+            prefills=prefills,
+            mains=mains,
+            relays=[r.decode_state() for r in self.relay],
+            wan=self._wan_state(),
+            rdma=self._rdma_state(),
+            kv_bytes_per_token=self.model.kv_bytes_per_token,
+            table=self.table,
+            sla=self.sla,
+        )
+
+    def _rdma_state(self) -> LinkState:
+        if self.rdma is None:
+            raise ValueError("links: the policy needs an rdma link inside the prefill site")
+        return LinkState.of(self.rdma)
+
+    def _least_loaded(self, instances: list[Instance]) -> int:
+        return choose_relay([i.decode_state() for i in instances])
 
     def _relay_of(self, seq: Seq) -> Instance:
-        for inst in self.relay:
-            if seq in inst.batch:
-                return inst
-        return self.relay[0]
+        return self.relay[seq.flight.relay_index]
 
     def _rdma_s(self, tokens: int, rng: np.random.Generator | None) -> float:
         if self.rdma is None:
@@ -258,21 +296,48 @@ class Simulator:
             remember(p_inst.cache, request.block_hashes)
         pipeline = flight.pipeline
         if pipeline is Pipeline.COLOCATED:
-            p_inst.add_seq(Seq(flight, request.input_tokens, flight.output, Role.PREFILL), now)
+            seq = Seq(flight, request.input_tokens, flight.output, Role.PREFILL, flight.hit_p)
+            p_inst.add_seq(seq, now)
         elif self.policy is Policy.SAME_DC:
             delay = self._rdma_s(request.input_tokens, self._rdma_rng)
             flight.transfer_s = delay
-            target = min(self.decode, key=lambda d: d.load)
+            target = self.decode[self._least_loaded(self.decode)]
             seq = Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE)
             self.schedule(now + delay, lambda: target.add_seq(seq, self.now))
         elif self.policy is Policy.NAIVE_CROSS_DC:
-            self._to_md(
-                flight, min(range(len(self.decode)), key=lambda i: self.decode[i].load), now
-            )
-        elif pipeline is Pipeline.P_MD:
+            self._to_md(flight, self._least_loaded(self.decode), now)
+        elif pipeline is Pipeline.P_MD and not self._relay_now(flight, now):
             self._to_md(flight, flight.md_index, now)
         else:
             self._to_relay(flight, now)
+
+    def _relay_now(self, flight: Flight, now: float) -> bool:
+        """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
+        flows and the decoders' queues of now); switch to the relay if it is sooner."""
+        request = flight.request
+        md = self.decode[flight.md_index]
+        hit = self._hit(md, request) if self.config.drc else 0
+        size = request.input_tokens
+        kv = self.model.kv_bytes_per_token
+        wan_s = link_s(self._wan_state(), (size - hit) * kv)
+        md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
+        states = [r.decode_state() for r in self.relay]
+        relay_index = choose_relay(states)
+        relay_wait = decode_wait_s(states[relay_index], size + 1)
+        rdma_s = link_s(self._rdma_state(), size * kv)
+        elapsed = now - flight.arrival_s
+        if not relay_instead(
+            elapsed,
+            wan_s=wan_s,
+            md_wait_s=md_wait,
+            rdma_s=rdma_s,
+            relay_wait_s=relay_wait,
+            ttft_target_s=self.sla.ttft_p90_s,
+        ):
+            return False
+        flight.pipeline = Pipeline.P_RLD_MD
+        flight.relay_index = relay_index
+        return True
 
     def _wan_bytes(self, flight: Flight, md: Instance) -> float:
         request = flight.request
@@ -296,14 +361,15 @@ class Simulator:
             flight.wan_done_s = t
             self._drc_insert(md, flight.request)
             request = flight.request
-            md.add_seq(Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE), t)
+            seq = Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE, flight.hit_md)
+            md.add_seq(seq, t)
 
         self.wan.start(nbytes, now, landed)
 
     def _to_relay(self, flight: Flight, now: float) -> None:
         """RDMA to RLD (and, unless singular, the WAN to MD at the same time)."""
         request = flight.request
-        relay = self._least_loaded_relay()
+        relay = self.relay[flight.relay_index]
         delay = self._rdma_s(request.input_tokens, self._rdma_rng)
         flight.transfer_s = delay
 
@@ -337,15 +403,14 @@ class Simulator:
             else:
                 relay.probe(seq, t)
 
-        self.wan.start(nbytes, now, landed)
+        flight.wan_flow = self.wan.start(nbytes, now, landed)
 
     def _md_join(self, flight: Flight, now: float) -> None:
         md = self.decode[flight.md_index]
         request = flight.request
         tokens = flight.output - flight.absorbed
-        md.add_seq(
-            Seq(flight, request.input_tokens + flight.absorbed, tokens, Role.MAIN_DECODE), now
-        )
+        context = request.input_tokens + flight.absorbed
+        md.add_seq(Seq(flight, context, tokens, Role.MAIN_DECODE, flight.hit_md), now)
 
     def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
         """MD recomputes ``tokens`` handed-over token IDs on top of what it holds."""

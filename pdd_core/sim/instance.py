@@ -1,23 +1,31 @@
-"""One serving instance in the simulator: prefill passes, decode segments, continuous batching.
+"""One serving instance in the simulator, batching as vLLM and SGLang do.
 
 The same class plays every role: a prefill instance (P) only runs prefill passes; a decode
-instance (D, RLD, MD) runs decode segments plus, at MD, the extend passes of token-ID handoffs;
-a colocated instance interleaves both (chunked prefill). Work is done in *passes*:
+instance (D, RLD, MD) runs decode steps plus, at MD, the extend passes of token-ID handoffs;
+a colocated instance serves both. Work is done in *iterations*, as in those engines:
 
-- a prefill pass takes queued chunks up to the token budget (``chunk_tokens``) and lasts
-  ``perf.prefill_time`` of that batch (the chunks' mean new tokens over their token-weighted
-  mean cached context, ``batch`` sequences: exact for one chunk, and the roofline's weight read
-  is shared by the batch as on a real engine);
-- a decode *segment* is ``k`` steps of an unchanged batch, where ``k`` is the number of steps
-  until the first sequence finishes. Its duration is ``k x (s_0 + s_k) / 2`` with ``s_0`` and
-  ``s_k`` from ``perf.decode_step_time`` at the first and last step's contexts (both terms of
-  the roofline are linear in the total context, so the trapezoid is exact while one term
-  binds). A change of composition (a join, a handoff probe) cuts the segment at the end of the
-  step in flight. So the cost is per change of batch composition, never per token.
+- with both prefill work (queued chunks) and running sequences, one *mixed* iteration runs a
+  decode step of the whole batch plus prefill chunks filling the rest of the token budget
+  (``chunk_tokens`` minus the batch: chunked prefill with decode priority). Its time is the
+  roofline of one forward over all those tokens: compute adds up (the prefill's and the step's
+  FLOPs), the weights are read once (the prefill's weight read, which touches at least the
+  experts the step does) plus the step's KV reads, and one launch overhead;
+- with prefill work only, a prefill pass takes queued chunks up to the budget and lasts
+  ``perf.prefill_time`` of that batch;
+- with running sequences only, a decode *segment* is ``k`` steps of an unchanged batch, where
+  ``k`` is the number of steps until the first sequence finishes or the KV pool fills. Its
+  duration is ``k x (s_0 + s_k) / 2`` with ``s_0`` and ``s_k`` from ``perf.decode_step_time``
+  at the first and last step's contexts (both roofline terms are affine in the total context,
+  so the trapezoid is exact while one term binds). A change of composition (a join, a handoff
+  probe) cuts the segment at the end of the step in flight, so the cost is per change of
+  batch composition, never per token.
 
-Admission reserves a sequence's whole final context (input + output) against the KV pool, so
-no preemption is needed; a sequence that does not fit waits in FIFO order (DOMAIN.md section 5:
-capacity bounds the batch).
+KV memory is paged: a sequence is admitted (FIFO) when a batch slot is free and the pool holds
+its current context, and its pages grow by one token per step. When the pool cannot hold the
+next step, the most recently admitted sequences are preempted (vLLM's recompute policy): their
+pages are freed, they go back to the head of the queue, and on readmission their context is
+recomputed by a prefill pass before they decode again. The first token of a request is the one
+sampled at the end of its prefill: the decoding instance emits it when it admits the sequence.
 """
 
 from __future__ import annotations
@@ -30,17 +38,25 @@ from typing import Protocol
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
+from pdd_core.predict import DecodeState, decode_load
 from pdd_core.sim.records import Flight
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def prefill_s(
+def prefill_timing(
     model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: int, *, batch: int = 1
+) -> perf.Timing:
+    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
+    on identical instances, and the specs are frozen and hashable, so it is exact."""
+    return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
+
+
+def prefill_s(
+    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
 ) -> float:
-    """``perf.prefill_time(...).seconds``, memoised: passes and routing estimates repeat the
-    same sizes on identical instances, and the specs are frozen and hashable, so it is exact."""
-    return perf.prefill_time(model, chip, new, cached, tp, batch=batch).seconds
+    """Seconds of ``prefill_timing``."""
+    return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
 
 
 # Context per sequence of the second point used to fit the decode-step lines (any large value).
@@ -58,7 +74,8 @@ class Host(Protocol):
 
 
 class Job:
-    """Prefill (or extend) work of one request: ``remaining`` new tokens over ``cached``."""
+    """Prefill (or extend, or recompute) work of one request: ``remaining`` new tokens over
+    ``cached``; ``on_done`` is called with the time its last chunk ends."""
 
     __slots__ = ("cached", "estimate_s", "flight", "on_done", "remaining")
 
@@ -78,23 +95,44 @@ class Job:
 
 
 class Seq:
-    """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit."""
+    """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit.
 
-    __slots__ = ("context", "done", "flight", "in_batch", "probe", "remaining", "reserved", "role")
+    ``shared`` is the prefix it references in the instance's radix cache (MD's DRC, a
+    colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
+    shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
+    sequence whose pages were freed and whose context must be recomputed on readmission.
+    """
 
-    def __init__(self, flight: Flight, context: int, tokens: int, role: Role) -> None:
+    __slots__ = (
+        "allocated",
+        "context",
+        "done",
+        "flight",
+        "in_batch",
+        "preempted",
+        "probe",
+        "remaining",
+        "role",
+        "shared",
+    )
+
+    def __init__(
+        self, flight: Flight, context: int, tokens: int, role: Role, shared: int = 0
+    ) -> None:
         self.flight = flight
         self.context = context
+        self.shared = min(shared, context)
         self.remaining = tokens
         self.done = 0
-        self.reserved = context + tokens
+        self.allocated = 0
         self.role = role
         self.probe = False
         self.in_batch = False
+        self.preempted = False
 
 
 class Instance:
-    """A simulated instance; see the module docstring for the pass model."""
+    """A simulated instance; see the module docstring for the iteration model."""
 
     def __init__(
         self,
@@ -104,7 +142,7 @@ class Instance:
         role: Role | None,
         model: ModelSpec,
         chip: ChipSpec,
-        tp: int,
+        tp: perf.ShapeLike,
         kv_tokens: int,
         max_batch: int,
         chunk_tokens: int,
@@ -127,8 +165,9 @@ class Instance:
         self.backlog_s = 0.0
         self.busy_s = 0.0
         self.last_step_s = 0.0
+        self.preemptions = 0
         self._version = 0
-        self._kind = ""  # "", "prefill" or "decode": the pass in flight
+        self._kind = ""  # "", "prefill", "mixed" or "decode": the iteration in flight
         self._start = 0.0
         self._end = 0.0
         self._steps = 0
@@ -136,38 +175,37 @@ class Instance:
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
         self._step_lines: dict[int, tuple[float, float, float, float, float]] = {}
-        self._kind_last = ""  # the kind of the previous pass, to interleave prefill and decode
 
     # ---- load, as the router sees it ------------------------------------------------------
 
     @property
     def load(self) -> float:
-        """Occupancy in [0, 1]: the higher of batch slots and KV pool in use."""
-        slots = (len(self.batch) + len(self.waiting)) / self.max_batch
-        return min(1.0, max(slots, self.kv_used / self.kv_tokens if self.kv_tokens else 1.0))
+        """Occupancy in [0, 1] as the router sees it (``predict.decode_load``)."""
+        return decode_load(self.decode_state())
 
-    def predicted_wait_s(self, reserve: int) -> float:
-        """Predicted wait before a sequence reserving ``reserve`` tokens can join the batch.
+    def decode_state(self, hit_tokens: int = 0) -> DecodeState:
+        """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
+        batch = self.batch
+        active = len(batch)
+        remaining = sum(s.remaining for s in batch) / active if active else 0.0
+        return DecodeState(
+            active=active,
+            max_batch=self.max_batch,
+            free_kv_tokens=self.kv_tokens - self.kv_used,
+            waiting=len(self.waiting),
+            step_s=self.last_step_s,
+            mean_remaining_tokens=remaining,
+            hit_tokens=hit_tokens,
+            kv_capacity_tokens=self.kv_tokens,
+        )
 
-        Zero when it fits now; otherwise the queue ahead times the time the current batch needs
-        to free one sequence's room on average (mean remaining tokens x the last step time over
-        the batch size). A heuristic for routing only; the simulation itself never uses it.
-        """
-        if not self.waiting and self._fits(reserve):
-            return 0.0
-        if not self.batch:
-            return 0.0
-        remaining = sum(s.remaining for s in self.batch) / len(self.batch)
-        return (len(self.waiting) + 1) * remaining * self.last_step_s / len(self.batch)
-
-    def step_time(self, batch: int, total_context: int) -> float:
-        """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens.
+    def _lines(self, batch: int) -> tuple[float, float, float, float, float]:
+        """Compute and memory lines of a ``batch``-sequence step in the total context.
 
         For a fixed batch, the roofline's compute and memory terms are both affine in the total
         context (FLOPs add ``4 layers d_attn`` per context token, bytes add ``KV(1)``), and comm
         and overhead do not depend on it. So two ``perf`` evaluations per batch size give both
-        lines, and every later step is ``max`` of two lines plus a constant: the same numbers
-        as calling ``perf`` (to float rounding), at a fraction of the cost.
+        lines: ``(c0, c_slope, m0, m_slope, comm + overhead)``.
         """
         lines = self._step_lines.get(batch)
         if lines is None:
@@ -183,8 +221,24 @@ class Instance:
                 at_zero.comm_s + at_zero.overhead_s,
             )
             self._step_lines[batch] = lines
-        c0, c_slope, m0, m_slope, fixed = lines
+        return lines
+
+    def step_time(self, batch: int, total_context: int) -> float:
+        """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
+        from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
+        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
         return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
+
+    def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
+        """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.
+
+        FLOPs add; the weights are read once (the prefill's read, which touches at least the
+        experts the step does), plus the step's KV reads; communication adds; one launch.
+        """
+        c0, c_slope, _m0, m_slope, fixed = self._lines(batch)
+        compute = prefill.compute_s + c0 + c_slope * total_context
+        memory = prefill.memory_s + m_slope * total_context
+        return max(compute, memory) + prefill.comm_s + fixed
 
     # ---- work arriving ----------------------------------------------------------------------
 
@@ -203,7 +257,10 @@ class Instance:
         self._wake(now)
 
     def withdraw(self, seq: Seq) -> bool:
-        """Remove a sequence still waiting for admission; False if it already runs."""
+        """Remove a sequence that has not run yet from the queue; False if it runs or has run
+        (a preempted one holds tokens that must be handed over, not dropped)."""
+        if seq.done:
+            return False
         try:
             self.waiting.remove(seq)
         except ValueError:
@@ -228,29 +285,31 @@ class Instance:
         version = self._version
         self.host.schedule(self._end, lambda: self._boundary(version))
 
-    # ---- passes -----------------------------------------------------------------------------
+    # ---- iterations -------------------------------------------------------------------------
 
     def _boundary(self, version: int) -> None:
         if version != self._version:
             return
         now = self._end
         self.busy_s += now - self._start
-        if self._kind == "prefill":
-            self._settle_prefill(now)
-        else:
+        kind = self._kind
+        # ``_kind`` stays set while settling, so work the callbacks add waits for the next
+        # iteration instead of starting one inside this one.
+        if kind != "prefill":
             self._settle_decode(now)
-        self._kind = ""
+        if kind != "decode":
+            self._settle_prefill(now)
         self._start_next(now)
 
     def _settle_prefill(self, now: float) -> None:
-        for job, chunk in self._chunks:
+        chunks, self._chunks = self._chunks, []
+        for job, chunk in chunks:
             job.remaining -= chunk
             job.cached += chunk
             if job.remaining == 0:
                 self.jobs.remove(job)
                 self.backlog_s = max(0.0, self.backlog_s - job.estimate_s)
                 job.on_done(now)
-        self._chunks = []
 
     def _settle_decode(self, now: float) -> None:
         k = self._steps
@@ -266,6 +325,7 @@ class Instance:
                 flight.last_token_s = now
             seq.done += k
             seq.context += k
+            seq.allocated += k
             seq.remaining -= k
             if seq.remaining <= 0:
                 self._release(seq)
@@ -278,41 +338,87 @@ class Instance:
                     keep.append(seq)
             else:
                 keep.append(seq)
+        self.kv_used += k * len(self.batch)
         self.batch = keep
 
     def _release(self, seq: Seq) -> None:
-        self.kv_used -= seq.reserved
+        self.kv_used -= seq.allocated
+        seq.allocated = 0
         seq.in_batch = False
 
-    def _fits(self, reserve: int) -> bool:
-        return len(self.batch) < self.max_batch and self.kv_used + reserve <= self.kv_tokens
-
-    def _admit(self) -> None:
-        while self.waiting:
-            seq = self.waiting[0]
+    def _admit(self, now: float) -> None:
+        waiting = self.waiting
+        while waiting and len(self.batch) < self.max_batch:
+            seq = waiting[0]
+            need = seq.context - seq.shared + 1
             # A sequence larger than the whole pool runs alone rather than blocking forever.
-            if not self._fits(seq.reserved) and self.batch:
+            if self.kv_used + need > self.kv_tokens and self.batch:
                 break
-            self.waiting.popleft()
-            self.kv_used += seq.reserved
+            waiting.popleft()
+            self.kv_used += need
+            seq.allocated = need
             seq.in_batch = True
+            if seq.preempted:
+                seq.preempted = False
+                self._recompute(seq, now)
+                continue
+            flight = seq.flight
+            if math.isnan(flight.first_token_s):
+                # The token sampled at the end of prefill, emitted on admission.
+                flight.token_at(now)
+                if seq.role is Role.MAIN_DECODE:
+                    flight.md_first_s = now
+                seq.done = 1
+                seq.remaining -= 1
+                if seq.remaining <= 0:
+                    self._release(seq)
+                    self.host.on_seq_finished(seq, now)
+                    continue
             self.batch.append(seq)
 
+    def _recompute(self, seq: Seq, now: float) -> None:
+        """Rebuild a preempted sequence's KV (a prefill of its context), then let it decode."""
+
+        def rebuilt(t: float) -> None:
+            if seq.in_batch:
+                self.batch.append(seq)
+
+        new = seq.context - seq.shared
+        est = prefill_s(self.model, self.chip, new, seq.shared, self.tp)
+        self.jobs.append(Job(seq.flight, new, seq.shared, est, rebuilt))
+        self.backlog_s += est
+
+    def _make_room(self) -> None:
+        """Preempt the newest sequences until the pool holds one more token per sequence."""
+        batch = self.batch
+        while len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
+            seq = batch.pop()
+            self.kv_used -= seq.allocated
+            seq.allocated = 0
+            seq.in_batch = False
+            seq.preempted = True
+            self.preemptions += 1
+            self.waiting.appendleft(seq)
+
     def _start_next(self, now: float) -> None:
-        self._admit()
-        if self.jobs and (not self.batch or self._kind_last != "prefill"):
+        self._kind = "admit"  # callbacks of admission must not start an iteration
+        self._admit(now)
+        if self.batch:
+            self._make_room()
+        if self.jobs and self.batch:
+            self._start_mixed(now)
+        elif self.jobs:
             self._start_prefill(now)
         elif self.batch:
             self._start_decode(now)
         else:
-            self._kind_last = ""
+            self._kind = ""
             return
         self._version += 1
         version = self._version
         self.host.schedule(self._end, lambda: self._boundary(version))
 
-    def _start_prefill(self, now: float) -> None:
-        budget = self.chunk_tokens
+    def _take_chunks(self, budget: int, now: float) -> perf.Timing:
         chunks: list[tuple[Job, int]] = []
         for job in self.jobs:
             if budget <= 0:
@@ -322,7 +428,11 @@ class Instance:
             budget -= chunk
         total = sum(c for _, c in chunks)
         cached = sum(job.cached * c for job, c in chunks) / total
-        seconds = prefill_s(
+        for job, _ in chunks:
+            if math.isnan(job.flight.prefill_start_s) and self.role is not Role.MAIN_DECODE:
+                job.flight.prefill_start_s = now
+        self._chunks = chunks
+        return prefill_timing(
             self.model,
             self.chip,
             math.ceil(total / len(chunks)),
@@ -330,24 +440,35 @@ class Instance:
             self.tp,
             batch=len(chunks),
         )
-        for job, _ in chunks:
-            if math.isnan(job.flight.prefill_start_s) and self.role is not Role.MAIN_DECODE:
-                job.flight.prefill_start_s = now
-        self._chunks = chunks
-        self._kind = self._kind_last = "prefill"
+
+    def _start_prefill(self, now: float) -> None:
+        seconds = self._take_chunks(self.chunk_tokens, now).seconds
+        self._kind = "prefill"
+        self._start, self._end = now, now + seconds
+
+    def _start_mixed(self, now: float) -> None:
+        batch = self.batch
+        b = len(batch)
+        timing = self._take_chunks(max(1, self.chunk_tokens - b), now)
+        seconds = self.mixed_time(timing, b, sum(s.context for s in batch))
+        self.last_step_s = seconds
+        self._s0 = self._s1 = seconds
+        self._steps = 1
+        self._kind = "mixed"
         self._start, self._end = now, now + seconds
 
     def _start_decode(self, now: float) -> None:
         batch = self.batch
         b = len(batch)
         k = min(s.remaining for s in batch)
-        # Pending prefill work or a probe interleaves after one step (chunked prefill).
-        if self.jobs or any(s.probe for s in batch):
+        # A probe is a handoff point after one step; the pool bounds the steps ahead.
+        if any(s.probe for s in batch):
             k = 1
+        k = max(1, min(k, (self.kv_tokens - self.kv_used) // b))
         total = sum(s.context for s in batch)
         s0 = self.step_time(b, total)
         s1 = self.step_time(b, total + (k - 1) * b) if k > 1 else s0
         self.last_step_s = s1
         self._s0, self._s1, self._steps = s0, s1, k
-        self._kind = self._kind_last = "decode"
+        self._kind = "decode"
         self._start, self._end = now, now + k * (s0 + s1) / 2

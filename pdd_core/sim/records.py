@@ -86,12 +86,14 @@ class Flight:
         "prefill_end_s",
         "prefill_start_s",
         "relay",
+        "relay_index",
         "request",
         "tokens_md",
         "tokens_rld",
         "transfer_s",
         "wan_bytes",
         "wan_done_s",
+        "wan_flow",
     )
 
     def __init__(self, request: Request, pipeline: Pipeline) -> None:
@@ -105,6 +107,7 @@ class Flight:
         self.hit_md = 0
         self.miss = request.input_tokens
         self.md_index = -1
+        self.relay_index = -1
         self.md_ready = False
         # When MD emitted its first token of a relayed request (the end of the handoff).
         self.md_first_s = math.nan
@@ -113,6 +116,7 @@ class Flight:
         self.transfer_s = 0.0
         self.wan_done_s = math.nan
         self.wan_bytes = 0.0
+        self.wan_flow = -1
         self.first_token_s = math.nan
         self.last_token_s = math.nan
         self.max_gap_s = 0.0

@@ -5,12 +5,17 @@ dashboard's P99 means. Definitions, stated once:
 
 - TTFT, TPOT (each request's mean time per output token) and E2E percentiles are over served
   requests; rejected requests are counted in ``rejected`` and never in a latency.
-- A request is *good* when it was served with TTFT <= ``SLA.ttft_p90_s`` and mean TPOT <=
-  ``SLA.tpot_p90_s``; goodput is good requests over the makespan (first arrival to last
-  finish). ``sla_met`` says whether the run's P90 and P99 percentiles all meet the SLA.
+- A request is *good* and a run's ``sla_met`` as ``pdd_core.metrics`` defines them, once for
+  the whole product (``request_meets_sla``, ``window_sla``): rejected requests are misses.
+  Goodput here is good requests over the makespan (first arrival to last finish), a
+  fixed-load figure; ``pdd_core.sim.capacity`` gives goodput as a capacity.
 - BCR is goodput over the hardware cost rate (DOMAIN.md section 5: requests/s per $/h);
   ``bcr_revenue`` the revenue variant (price book revenue per hour over cost per hour).
-- WAN Gbps: mean is all WAN bytes over the makespan, peak the largest ``wan_bin_s`` bin.
+- WAN Gbps: mean is all WAN bytes over the makespan, ``wan_gbps_busy_mean`` all WAN bytes
+  over the time some transfer was on the line, peak the largest ``wan_bin_s`` bin. Bytes of a
+  transfer cancelled because its request finished on RLD count as far as they were sent.
+- ``singular_share``: requests the singular filter sent to P-RLD, over all requests.
+- ``preemptions``: sequences preempted (KV pages freed, recomputed later) on any instance.
 - Utilisation per role: busy time over instances x makespan.
 """
 
@@ -39,6 +44,8 @@ COMPARE_KEYS: tuple[str, ...] = (
     "wan_gbps_peak",
     "rld_token_share",
     "rejected",
+    "singular_share",
+    "wan_gbps_busy_mean",
 )
 
 
@@ -80,6 +87,13 @@ class Summary:
     pipeline_mix: dict[str, float]
     handoff_mix: dict[str, float]
     hit_bands: list[dict[str, Any]]
+    sla_attainment: float = 0.0
+    sla_violated: str = ""
+    singular_share: float = 0.0
+    wan_gbps_busy_mean: float = 0.0
+    wan_busy_s: float = 0.0
+    wan_cancelled: int = 0
+    preemptions: int = 0
 
     def compare_dict(self) -> dict[str, float]:
         """Exactly the keys of ``pdd compare --json`` (NaN becomes None in JSON)."""
@@ -99,6 +113,9 @@ def summarize(
     cost_per_hour: float,
     busy: dict[str, tuple[float, int]],
     wan_series: Sequence[tuple[float, float]],
+    wan_busy_s: float = 0.0,
+    wan_cancelled: int = 0,
+    preemptions: int = 0,
 ) -> Summary:
     """Fold the per-request records into a ``Summary``; ``busy`` maps role -> (s, instances)."""
     served = [r for r in records if not r.rejected]
@@ -110,8 +127,8 @@ def summarize(
     tpot = metrics.percentiles([r.tpot_mean_s for r in served if r.output_tokens > 1])
     e2e = metrics.percentiles([r.e2e_s for r in served])
     stall = metrics.percentile([r.longest_stall_s for r in served], 99)
-    good = sum(1 for r in served if r.ttft_s <= sla.ttft_p90_s and r.tpot_mean_s <= sla.tpot_p90_s)
-    goodput = good / makespan
+    window = sla_window(records, sla)
+    goodput = window.good / makespan
     out_tokens = sum(r.output_tokens for r in served)
     rld_tokens = sum(r.tokens_rld for r in served)
     wan_bytes = math.fsum(r.wan_bytes for r in served)
@@ -119,13 +136,6 @@ def summarize(
         math.fsum(prices.revenue(r.miss_tokens, r.hit_tokens_p, r.output_tokens) for r in served)
         * 3600
         / makespan
-    )
-    sla_met = bool(
-        served
-        and ttft["p90"] <= sla.ttft_p90_s
-        and ttft["p99"] <= sla.ttft_p99_s
-        and tpot["p90"] <= sla.tpot_p90_s
-        and tpot["p99"] <= sla.tpot_p99_s
     )
     inputs = [r.input_tokens for r in served]
     return Summary(
@@ -147,7 +157,7 @@ def summarize(
         goodput_rps=goodput,
         throughput_rps=len(served) / makespan,
         output_tokens_per_s=out_tokens / makespan,
-        sla_met=sla_met,
+        sla_met=window.met,
         wan_bytes=wan_bytes,
         wan_gbps_mean=wan_bytes * 8 / makespan / 1e9,
         wan_gbps_peak=max((g for _, g in wan_series), default=0.0),
@@ -166,6 +176,29 @@ def summarize(
         pipeline_mix=_shares(r.pipeline for r in served),
         handoff_mix=_shares(r.handoff_mode for r in served),
         hit_bands=hit_band_table(records, sla),
+        sla_attainment=window.attainment,
+        sla_violated=window.violated,
+        singular_share=(
+            sum(1 for r in records if r.pipeline == "P-RLD") / len(records) if records else 0.0
+        ),
+        wan_gbps_busy_mean=wan_bytes * 8 / wan_busy_s / 1e9 if wan_busy_s > 0 else 0.0,
+        wan_busy_s=wan_busy_s,
+        wan_cancelled=wan_cancelled,
+        preemptions=preemptions,
+    )
+
+
+def sla_window(records: Sequence[RequestRecord], sla: SLA) -> metrics.SlaWindow:
+    """``metrics.window_sla`` over a run's records: rejected requests count as misses."""
+    served = [r for r in records if not r.rejected]
+    return metrics.window_sla(
+        [r.ttft_s for r in served],
+        [r.tpot_mean_s for r in served],
+        ttft_p90_s=sla.ttft_p90_s,
+        ttft_p99_s=sla.ttft_p99_s,
+        tpot_p90_s=sla.tpot_p90_s,
+        tpot_p99_s=sla.tpot_p99_s,
+        misses=len(records) - len(served),
     )
 
 

@@ -12,6 +12,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdd_core.specs.shape import InstanceShape
 
 GIB = 1024**3
 
@@ -30,6 +34,18 @@ class Role(StrEnum):
     PREFILL = "P"
     RELAY_DECODE = "RLD"
     MAIN_DECODE = "MD"
+
+
+class RldMode(StrEnum):
+    """Where PDD's relay decode runs (DOMAIN.md section 4: RLD is a thin slice in cluster A).
+
+    ``pool``: its own instances beside P. ``shared-with-prefill``: decode slots on the prefill
+    instances themselves (same weights, no extra replica), time-shared with prefill chunks the
+    way a chunked-prefill engine mixes decode steps into its batches.
+    """
+
+    POOL = "pool"
+    SHARED = "shared-with-prefill"
 
 
 class LinkKind(StrEnum):
@@ -83,7 +99,10 @@ class ChipSpec:
     """One accelerator, judged on the four axes of DOMAIN.md section 1 plus what it costs.
 
     Compute and memory efficiencies are the achievable fractions of the peaks (eta_c, eta_m in
-    DOMAIN.md section 5); they are per-chip inputs, not tuning knobs.
+    DOMAIN.md section 5); they are per-chip inputs, not tuning knobs. ``scaleup_domain`` is how
+    many chips share one scale-up fabric (8 on an HGX board, 72 in a GB200 NVL72 rack, 384 in a
+    CloudMatrix384 supernode) and ``chips_per_node`` how many a server holds; ``specs.shape``
+    uses both to validate instance shapes and to count whole nodes.
     """
 
     id: str
@@ -99,9 +118,17 @@ class ChipSpec:
     fp8_tflops: float | None = None
     vendor: str = ""
     source: str = ""
+    # Chips joined by the scale-up fabric (NVLink/UB/HCCS): a tensor-parallel group stays inside.
+    scaleup_domain: int = 8
+    # Chips in one server, the unit a pool pays for.
+    chips_per_node: int = 8
 
     def __post_init__(self) -> None:
         _identifier(self.id)
+        for name in ("scaleup_domain", "chips_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(name, f"must be a positive integer, got {value!r}")
         _positive(
             self,
             "bf16_tflops",
@@ -274,7 +301,9 @@ class LinkSpec:
 class PoolSpec:
     """A group of identical instances of one role, on one chip type, in one site.
 
-    ``tp`` is the number of chips per instance (tensor parallel); a drained pool has 0 instances.
+    Each instance is ``tp x pp x dp`` chips (``specs.shape.InstanceShape``; ``ep`` is 1 or
+    ``tp x dp``); a drained pool has 0 instances. A ``Topology`` that knows the chip and model
+    validates the shape with ``specs.shape.check_shape``.
     """
 
     site: str
@@ -283,6 +312,9 @@ class PoolSpec:
     role: Role
     instances: int
     tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):
@@ -290,8 +322,18 @@ class PoolSpec:
                 object.__setattr__(self, "role", Role(self.role))
             except ValueError:
                 raise SpecError("role", f"must be P, RLD or MD, got {self.role!r}") from None
-        _positive(self, "tp")
+        _positive(self, "tp", "pp", "dp", "ep")
         _non_negative(self, "instances")
+
+    @property
+    def shape(self) -> InstanceShape:
+        from pdd_core.specs.shape import InstanceShape
+
+        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+
+    @property
+    def chips_per_instance(self) -> int:
+        return self.tp * self.pp * self.dp
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,15 +390,27 @@ class PriceBook:
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """Sites, the links between and inside them, and the pools that run where."""
+    """Sites, the links between and inside them, and the pools that run where.
+
+    ``rld_mode`` says whether PDD's relay decode is its own pool or slots on the P instances
+    (``RldMode``); in the shared mode the topology has no RLD pool.
+    """
 
     sites: tuple[SiteSpec, ...]
     links: tuple[LinkSpec, ...] = ()
     pools: tuple[PoolSpec, ...] = ()
     chips: Mapping[str, ChipSpec] = field(default_factory=dict)
     models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    rld_mode: RldMode = RldMode.POOL
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rld_mode, RldMode):
+            try:
+                object.__setattr__(self, "rld_mode", RldMode(self.rld_mode))
+            except ValueError:
+                raise SpecError(
+                    "rld_mode", f"must be pool or shared-with-prefill, got {self.rld_mode!r}"
+                ) from None
         site_ids = [s.id for s in self.sites]
         if len(set(site_ids)) != len(site_ids):
             raise SpecError("sites", "site ids must be unique")
@@ -373,6 +427,23 @@ class Topology:
             if self.models and pool.model not in self.models:
                 raise SpecError("pools", f"pool names unknown model {pool.model!r}")
 
+    def check_shapes(self) -> None:
+        """Raise ``ShapeError`` (naming the pool and the rule) for the first invalid pool shape.
+
+        Scenario files and the planner call it: every shape they use must obey
+        ``specs.shape.check_shape``. Construction does not, so a test may build an engine on
+        any chip count.
+        """
+        from pdd_core.specs.shape import ShapeError, check_shape
+
+        for pool in self.pools:
+            try:
+                check_shape(self.models[pool.model], self.chips[pool.chip], pool.shape)
+            except ShapeError as exc:
+                raise ShapeError(
+                    exc.rule, f"pool {pool.site}/{pool.role}/{pool.chip}: {exc.detail}"
+                ) from None
+
     def pools_of(self, role: Role, site: str | None = None) -> tuple[PoolSpec, ...]:
         return tuple(p for p in self.pools if p.role is role and (site is None or p.site == site))
 
@@ -383,5 +454,7 @@ class Topology:
         return None
 
     def cost_per_hour(self) -> float:
-        """Hardware cost rate: sum over pools of instances x chips per instance x price."""
-        return sum(p.instances * p.tp * self.chips[p.chip].price_per_hour for p in self.pools)
+        """Hardware cost rate: per pool, whole nodes x chips per node x price per chip-hour."""
+        from pdd_core.specs.shape import pool_cost_per_hour
+
+        return sum(pool_cost_per_hour(self.chips[p.chip], p.shape, p.instances) for p in self.pools)

@@ -112,3 +112,60 @@ def test_viewer_sees_the_charts_and_no_controls(
     assert "ttft" in page.inner_text("#rules")
     assert page.locator("#rule-form").count() == 0
     assert page.locator("main button, main form[method=post]").count() == 0
+
+
+def test_ttft_chart_fits_the_data_and_draws_the_sla_as_a_line_over_a_breach_band(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    # seed_demo's drill rule makes the P90 target 0.5 s; P99 stays at the default 5 s.
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length === 6")
+
+    layout = page.evaluate(
+        "(() => { const l = document.getElementById('chart-ttft').layout;"
+        " return {range: l.yaxis.range, shapes: l.shapes, notes: l.annotations.map(a => a.text)};"
+        " })()"
+    )
+    top = page.evaluate(
+        "Math.max(...document.getElementById('chart-ttft').data.flatMap(t => t.y)"
+        ".filter(Number.isFinite))"
+    )
+
+    assert layout["range"][0] == 0
+    assert layout["range"][1] == pytest.approx(max(top * 1.25, 0.5 * 1.15))
+    lines = [s for s in layout["shapes"] if s["type"] == "line"]
+    assert [s["y0"] for s in lines] == [0.5]
+    bands = [s for s in layout["shapes"] if s["type"] == "rect" and s["y0"] == 0.5]
+    assert len(bands) == 1
+    assert "SLA P90 0.50 s" in layout["notes"]
+    assert "SLA P99 5.0 s (above the chart)" in layout["notes"]
+    screenshot(page, "overview-ttft")
+
+
+def test_the_still_filling_window_is_drawn_dotted_and_apart(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length === 6")
+
+    result = page.evaluate(
+        """async () => {
+          const s = await import('/static/frontend/js/series.js');
+          const now = Date.parse('2026-01-01T00:00:12Z');
+          const points = ['00:00:00', '00:00:05', '00:00:10'].map(
+            (t, i) => ({start: `2026-01-01T${t}Z`, v: i}));
+          const realNow = Date.now;
+          Date.now = () => now;
+          try {
+            const traces = s.lineTraces(points, points.map(p => p.v), {name: 'v'});
+            return {cut: s.fillingFrom(points, now), traces: traces.map(t => ({
+              x: t.x, dash: (t.line || {}).dash || null, legend: t.showlegend !== false}))};
+          } finally { Date.now = realNow; }
+        }"""
+    )
+
+    assert result["cut"] == 2
+    assert result["traces"] == [
+        {"x": ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"], "dash": None, "legend": True},
+        {"x": ["2026-01-01T00:00:05Z", "2026-01-01T00:00:10Z"], "dash": "dot", "legend": False},
+    ]

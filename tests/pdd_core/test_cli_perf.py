@@ -8,7 +8,7 @@ import pytest
 
 from pdd_core import perf
 from pdd_core.cli import main
-from pdd_core.specs import CATALOG_DIR, load_chips, load_models
+from pdd_core.specs import CATALOG_DIR, InstanceShape, check_shape, load_chips, load_models
 
 pytestmark = pytest.mark.skipif(
     not (CATALOG_DIR / "chips.json").exists() or not (CATALOG_DIR / "models.json").exists(),
@@ -34,10 +34,11 @@ def test_json_cells_are_the_perf_functions(capsys: pytest.CaptureFixture[str]) -
     assert main(["perf", "--models", "deepseek-v3", "--chips", "h20", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     model, chip = load_models()["deepseek-v3"], load_chips()["h20"]
-    tp = row["tp"]
+    tp = perf.min_shape(model, chip, kv_tokens=128 * 4097)
 
-    assert tp == perf.min_tp(model, chip, kv_tokens=128 * 4097)
-    assert row["kv_capacity_tokens"] == perf.kv_capacity_tokens(model, chip, tp)
+    assert row["shape"] == tp.to_dict()
+    assert row["chips"] == tp.chips
+    assert row["kv_capacity_tokens"] == perf.kv_rank_tokens(model, chip, tp)
     prefill = perf.prefill_time(model, chip, 32768, tp=tp)
     assert row["cells"]["prefill 32K"]["seconds"] == prefill.seconds
     assert row["cells"]["prefill 32K"]["bound"] == prefill.bound
@@ -56,3 +57,17 @@ def test_forced_small_tp_marks_cells_that_do_not_fit(capsys: pytest.CaptureFixtu
 def test_unknown_id_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["perf", "--models", "gpt-7"]) == 2
     assert "unknown model 'gpt-7'" in capsys.readouterr().err
+
+
+def test_an_invalid_shape_is_refused_with_its_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perf", "--models", "ref-1t-mla", "--chips", "gpu-a", "--tp", "16"]) == 2
+    assert "rule tp-within-scaleup-domain" in capsys.readouterr().err
+
+
+def test_default_shapes_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perf", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    models, chips = load_models(), load_chips()
+    for row in rows:
+        shape = InstanceShape(**row["shape"])
+        check_shape(models[row["model"]], chips[row["chip"]], shape)

@@ -93,7 +93,16 @@ def test_generate_to_stdout_with_options(capsys: pytest.CaptureFixture[str]) -> 
     assert all(r["hash_ids"] for r in records)
 
 
-@pytest.mark.skipif(not CONVERSATION.exists(), reason="../shared/data is absent (fresh clone)")
-def test_stats_on_the_mooncake_conversation_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["trace", "stats", str(CONVERSATION)]) == 0
-    assert "token-weighted 37.4%" in capsys.readouterr().out
+# The bundled sample always; the full public trace too where ../shared/data exists.
+CONVERSATION_FACTS = [(SAMPLES / "mooncake_conversation_sample.jsonl", "token-weighted 5.9%")] + (
+    [(CONVERSATION, "token-weighted 37.4%")] if CONVERSATION.exists() else []
+)
+
+
+@pytest.mark.parametrize(("path", "expected"), CONVERSATION_FACTS,
+                         ids=lambda v: v.name if isinstance(v, Path) else None)  # fmt: skip
+def test_stats_on_the_mooncake_conversation_trace(
+    capsys: pytest.CaptureFixture[str], path: Path, expected: str
+) -> None:
+    assert main(["trace", "stats", str(path)]) == 0
+    assert expected in capsys.readouterr().out

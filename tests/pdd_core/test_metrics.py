@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from pdd_core import metrics
 from pdd_core.metrics import (
     HIT_BAND_EDGES,
     hit_band_index,
@@ -95,3 +96,50 @@ def test_percentiles_interpolate_linearly() -> None:
     assert math.isnan(mean([]))
     with pytest.raises(ValueError, match="q"):
         percentile(values, 101)
+
+
+# ---- the one definition of "SLA met" ----------------------------------------------------
+
+TARGETS = {"ttft_p90_s": 2.0, "ttft_p99_s": 5.0, "tpot_p90_s": 0.05, "tpot_p99_s": 0.1}
+
+
+def test_a_request_meets_the_sla_only_served_within_both_p90_targets() -> None:
+    assert metrics.request_meets_sla(2.0, 0.05, 2.0, 0.05) is True
+    assert metrics.request_meets_sla(2.01, 0.01, 2.0, 0.05) is False
+    assert metrics.request_meets_sla(0.1, 0.06, 2.0, 0.05) is False
+    assert metrics.request_meets_sla(0.1, 0.01, 2.0, 0.05, served=False) is False
+    assert metrics.request_meets_sla(math.nan, 0.01, 2.0, 0.05) is False
+
+
+def test_a_window_within_every_target_is_met() -> None:
+    window = metrics.window_sla([0.5] * 95 + [3.0] * 5, [0.02] * 100, **TARGETS)
+    assert window.met is True
+    assert window.violated == ""
+    assert window.good == 95
+    assert window.attainment == 0.95
+    assert window.ttft_p90_s == 0.5
+
+
+def test_rejections_count_as_infinitely_late_requests() -> None:
+    window = metrics.window_sla([0.5] * 98, [0.02] * 98, misses=2, **TARGETS)
+    assert window.met is False
+    assert window.violated == "ttft_p99"
+    assert window.ttft_p99_s == math.inf
+    assert window.ttft_p90_s == 0.5
+    assert window.requests == 100
+    assert window.attainment == 0.98
+
+
+def test_percentiles_without_misses_match_the_shared_percentile() -> None:
+    values = [0.1 * i for i in range(37)]
+    window = metrics.window_sla(values, [0.0] * 37, **TARGETS)
+    assert window.ttft_p90_s == pytest.approx(metrics.percentile(values, 90), rel=1e-12)
+    assert window.ttft_p99_s == pytest.approx(metrics.percentile(values, 99), rel=1e-12)
+
+
+def test_the_first_broken_target_is_named() -> None:
+    window = metrics.window_sla([0.5] * 10, [0.07] * 10, **TARGETS)
+    assert window.violated == "tpot_p90"
+    empty = metrics.window_sla([], [], **TARGETS)
+    assert empty.met is False
+    assert empty.violated == "no requests"

@@ -24,7 +24,7 @@ from pdd_core.perf import (
     prefill_time,
     touched_experts,
 )
-from pdd_core.specs import Attention, ChipSpec, ModelSpec
+from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
 
 EXACT = 1e-12
 
@@ -87,11 +87,12 @@ def test_kv_bytes_per_token_for_gqa_and_mla() -> None:
 def test_dense_prefill_is_compute_bound() -> None:
     # FLOPs = 2 x 10e9 x 1000 + 4 x 10 x 4096 x 1000 x (0 + 500) = 2e13 + 8.192e10 = 2.008192e13
     # compute = 2.008192e13 / 5e13 = 0.4016384 s
-    # bytes = 2e10 weights + KV(0) + KV(1000) = 2e10 + 4.096e7 -> / 5e11 = 0.04008192 s
+    # bytes = 2e10 weights + KV(0) + KV(1000) = 2e10 + 4.096e7, plus element-wise traffic
+    #   1000 tokens x 4096 x 2 B x 12 vectors x 10 layers = 9.8304e8 -> 2.10240e10 / 5e11 = 0.042048
     t = prefill_time(DENSE, CHIP, new_tokens=1000)
 
     assert t.compute_s == pytest.approx(0.4016384, rel=EXACT)
-    assert t.memory_s == pytest.approx(0.04008192, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.042048, rel=EXACT)
     assert t.comm_s == 0
     assert t.overhead_s == pytest.approx(1e-4, rel=EXACT)
     assert t.seconds == pytest.approx(0.4017384, rel=EXACT)
@@ -102,15 +103,18 @@ def test_dense_prefill_with_cache_batch_and_tensor_parallel() -> None:
     # batch 2, 1000 new over 3000 cached, tp 2:
     # FLOPs = 2 x (2e13 + 4 x 10 x 4096 x 1000 x 3500) = 2 x (2e13 + 5.7344e11) = 4.114688e13
     # compute = 4.114688e13 / (5e13 x 2) = 0.4114688 s
-    # bytes/chip = 2e10 / 2 + 2 x 4000 x 40,960 / kv_split 2 = 1e10 + 1.6384e8 -> 0.02032768 s
-    # comm: message = 2000 tokens x 4096 x 2 B = 1.6384e7 B; one all-reduce =
-    #   2 x 1/2 x 1.6384e7 / 1e11 + 1e-5 = 1.7384e-4 s; x 2 per layer x 10 layers = 3.4768e-3 s
+    # bytes/chip = 2e10 / 2 + 2 x 4000 x 40,960 / 2 heads-ways + element-wise 2000 x 4096 x 2 x 12
+    #   x 10 = 1e10 + 1.6384e8 + 1.96608e9 = 1.212992e10 -> 0.02425984 s
+    # comm: message = 2000 tokens x 4096 x 2 B = 16,384,000 B, above the measured table's 1 MiB:
+    #   tp-2 column at 1 MiB, scaled to a 100 GB/s fabric: 3.7e-6 + (19.9e-6 - 3.7e-6) x 4.5
+    #   = 7.66e-5 s; the other 15,335,424 B move at 2 x 1/2 / (0.8 x 1e11): 1.916928e-4 s;
+    #   one all-reduce = 2.682928e-4 s, x 2 per layer x 10 layers = 5.365856e-3 s
     t = prefill_time(DENSE, CHIP, new_tokens=1000, cached_tokens=3000, tp=2, batch=2)
 
     assert t.compute_s == pytest.approx(0.4114688, rel=EXACT)
-    assert t.memory_s == pytest.approx(0.02032768, rel=EXACT)
-    assert t.comm_s == pytest.approx(3.4768e-3, rel=EXACT)
-    assert t.seconds == pytest.approx(0.4114688 + 3.4768e-3 + 1e-4, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.02425984, rel=EXACT)
+    assert t.comm_s == pytest.approx(5.365856e-3, rel=EXACT)
+    assert t.seconds == pytest.approx(0.4114688 + 5.365856e-3 + 1e-4, rel=EXACT)
     assert t.bound == "compute"
 
 
@@ -118,12 +122,13 @@ def test_dense_decode_step_is_memory_bound() -> None:
     # contexts 1000 and 3000: b = 2, sum c = 4000
     # FLOPs = 2 x 10e9 x 2 + 4 x 10 x 4096 x (4000 + 2/2) = 4e10 + 655,523,840 = 40,655,523,840
     #   -> / 5e13 = 8.131104768e-4 s
-    # bytes = 2e10 + KV(4000 + 2) = 2e10 + 1.6392192e8 -> / 5e11 = 0.04032784384 s
+    # bytes = 2e10 + KV(4000 + 2) + element-wise 2 x 4096 x 2 x 12 x 10 = 2e10 + 1.6392192e8
+    #   + 1,966,080 = 20,165,888,000 -> / 5e11 = 0.040331776 s
     t = decode_step_time(DENSE, CHIP, [1000, 3000])
 
     assert t.compute_s == pytest.approx(8.131104768e-4, rel=EXACT)
-    assert t.memory_s == pytest.approx(0.04032784384, rel=EXACT)
-    assert t.seconds == pytest.approx(0.04042784384, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.040331776, rel=EXACT)
+    assert t.seconds == pytest.approx(0.040431776, rel=EXACT)
     assert t.bound == "memory"
     assert decode_step_time_uniform(DENSE, CHIP, 2, 2000) == t
 
@@ -131,7 +136,9 @@ def test_dense_decode_step_is_memory_bound() -> None:
 def test_gqa_kv_is_replicated_beyond_kv_heads() -> None:
     assert kv_split(DENSE, 4) == 4
     assert kv_split(DENSE, 16) == 8
-    assert kv_split(MOE, 16) == 16
+    # MLA's one latent is copied to every TP rank; only pipeline stages split it.
+    assert kv_split(MOE, 16) == 1
+    assert kv_split(MOE, InstanceShape(tp=2, pp=4)) == 4
 
 
 def test_dense_kv_capacity() -> None:
@@ -167,44 +174,53 @@ def test_mla_moe_decode_step() -> None:
     # FLOPs = 2 x 10e9 x 2 + 4 x 10 x 4096 x 8001 = 4e10 + 1,310,883,840 = 41,310,883,840
     # compute = 41,310,883,840 / 5e13 = 8.262176768e-4 s
     # bytes = 1.5625e10 (two tokens touch 7.75 experts) + KV(8002) = 8002 x 11,520 = 92,183,040
-    #   = 15,717,183,040 -> / 5e11 = 0.03143436608 s
+    #   = 15,717,183,040, plus element-wise 1,966,080 = 15,719,149,120 -> / 5e11 = 0.03143829824 s
     t = decode_step_time(MOE, CHIP, [2000, 6000])
 
     assert t.compute_s == pytest.approx(8.262176768e-4, rel=EXACT)
-    assert t.memory_s == pytest.approx(0.03143436608, rel=EXACT)
-    assert t.seconds == pytest.approx(0.03153436608, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.03143829824, rel=EXACT)
+    assert t.seconds == pytest.approx(0.03153829824, rel=EXACT)
     assert t.bound == "memory"
 
 
 def test_mla_moe_decode_step_tensor_parallel() -> None:
-    # tp 4: weights 1.5625e10 / 4 = 3.90625e9; MLA KV spread over all 4 chips: 92,183,040 / 4
-    #   = 23,045,760 -> 3,929,295,760 / 5e11 = 0.00785859152 s
-    # comm: message = 2 x 4096 x 2 = 16,384 B; one all-reduce = 2 x 3/4 x 16,384 / 1e11 + 1e-5
-    #   = 1.024576e-5 s; x 20 = 2.049152e-4 s
+    # tp 4: weights 1.5625e10 / 4 = 3.90625e9; the MLA latent is copied to every TP rank, so each
+    #   chip reads all 92,183,040 B of KV; element-wise 1,966,080 B -> 4,000,399,120 / 5e11
+    #   = 0.00800079824 s
+    # comm: message = 2 x 4096 x 2 = 16,384 B; the measured tp-4 table interpolates below its
+    #   smallest-message latency (4.8 us), which is the floor: 4.8e-6 s x 20 = 9.6e-5 s
     t = decode_step_time(MOE, CHIP, [2000, 6000], tp=4)
 
-    assert t.memory_s == pytest.approx(0.00785859152, rel=EXACT)
-    assert t.comm_s == pytest.approx(2.049152e-4, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.00800079824, rel=EXACT)
+    assert t.comm_s == pytest.approx(9.6e-5, rel=EXACT)
     assert t.compute_s == pytest.approx(8.262176768e-4 / 4, rel=EXACT)
-    assert t.seconds == pytest.approx(0.00785859152 + 2.049152e-4 + 1e-4, rel=EXACT)
+    assert t.seconds == pytest.approx(0.00800079824 + 9.6e-5 + 1e-4, rel=EXACT)
     assert t.bound == "memory"
 
 
 def test_mla_moe_prefill_reads_all_experts() -> None:
-    # 2000 new tokens touch all 64 experts: bytes = 1e11 + KV(2000) = 1e11 + 2.304e7 -> 0.20004608 s
+    # 2000 new tokens touch all 64 experts: bytes = 1e11 + KV(2000) + element-wise 2000 x 4096 x 2
+    #   x 12 x 10 = 1e11 + 2.304e7 + 1.96608e9 -> 0.20397824 s
     # FLOPs = 2 x 10e9 x 2000 + 4 x 10 x 4096 x 2000 x 1000 = 4e13 + 3.2768e11 -> 0.8065536 s
     t = prefill_time(MOE, CHIP, new_tokens=2000)
 
-    assert t.memory_s == pytest.approx(0.20004608, rel=EXACT)
+    assert t.memory_s == pytest.approx(0.20397824, rel=EXACT)
     assert t.compute_s == pytest.approx(0.8065536, rel=EXACT)
     assert t.bound == "compute"
 
 
 def test_mla_moe_capacity_and_min_tp() -> None:
     # tp 1: 96,636,764,160 < 1e11 of weights -> 0, never negative.
-    # tp 2: 193,273,528,320 - 1e11 = 93,273,528,320 / 11,520 = 8,096,660.44
+    # tp 2: each chip holds 5e10 of weights and a full copy of the latent: (96,636,764,160 - 5e10)
+    #   / 11,520 = 4,048,330.22
     assert kv_capacity_tokens(MOE, CHIP, 1) == 0
-    assert kv_capacity_tokens(MOE, CHIP, 2) == 8_096_660
+    assert kv_capacity_tokens(MOE, CHIP, 2) == 4_048_330
+    # dp-attention instead: 2 ranks of tp 1 share the experts (ep 2) and hold their own sequences.
+    # Each chip: 4e9 dense + 9.6e10 / 2 experts = 5.2e10 -> (96,636,764,160 - 5.2e10) / 11,520
+    #   = 3,874,719 tokens per rank, 7,749,438 for the instance.
+    shape = InstanceShape(tp=1, dp=2, ep=2)
+    assert kv_capacity_tokens(MOE, CHIP, shape) == 7_749_438
+    assert perf.kv_rank_tokens(MOE, CHIP, shape) == 3_874_719
     assert min_tp(MOE, CHIP) == 2
 
 

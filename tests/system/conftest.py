@@ -3,6 +3,10 @@
 Each fixture starts a whole plane (gateway, two P, one RLD, two MD, the WAN emulator) with
 ``pdd_core.agent.supervisor`` from a fixture topology, waits (bounded) until the gateway reaches
 every agent, and stops every child afterwards.
+
+No agent may log a traceback during the system tests: every plane's logs (a session plane's at
+its teardown, a test's own ``tmp_path`` planes after the test) are scanned, and a traceback
+fails the test that produced it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,24 @@ from pdd_core.agent.supervisor import DataPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"
+TRACEBACK_MARKS = ("Traceback (most recent call last)", "handler failed")
+
+
+def tracebacks(root: Path) -> list[str]:
+    """Every agent-log line under ``root`` that starts a traceback, as ``file: line``."""
+    found = []
+    for log in sorted(root.rglob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if any(mark in line for mark in TRACEBACK_MARKS):
+                found.append(f"{log.name}: {line.strip()}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_traceback_in_agent_logs(tmp_path: Path) -> Iterator[None]:
+    """Fails a test whose own planes (under its ``tmp_path``) logged a traceback."""
+    yield
+    assert tracebacks(tmp_path) == []
 
 
 def start_plane(tmp: Path, topology: Path, **changes: Any) -> DataPlane:
@@ -41,6 +63,7 @@ def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
     plane = start_plane(tmp_path_factory.mktemp("tiny"), TINY)
     yield plane
     plane.stop()
+    assert tracebacks(plane.run_dir) == []
 
 
 def post(

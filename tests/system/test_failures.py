@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pdd_core.agent.supervisor import DataPlane
-from tests.system.conftest import TINY, post, start_plane
+from tests.system.conftest import TINY, post, start_plane, tracebacks
 
 pytestmark = pytest.mark.system
 
@@ -33,6 +33,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
     )
     yield plane
     plane.stop()
+    assert tracebacks(plane.run_dir) == []
 
 
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:
@@ -77,6 +78,8 @@ def test_killing_main_decode_mid_stream_ends_the_stream_with_an_error(plane: Dat
 
 
 def test_after_losing_every_main_decode_requests_finish_on_the_relay(plane: DataPlane) -> None:
+    for agent_id in ("md-0", "md-1"):  # whether or not the test before already did (run alone)
+        plane.kill(agent_id)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the gateway notices the lost links
         with urllib.request.urlopen(plane.gateway_url + "/health", timeout=5) as response:

@@ -1,5 +1,6 @@
-"""``pdd up`` then ``pdd replay`` on the Mooncake sample: no failure, all three pipelines,
-and Ctrl-C-equivalent SIGTERM leaves no child behind."""
+"""``pdd up`` then ``pdd replay`` on the Mooncake sample at native prompt sizes (6K-87K
+tokens): no failure, all three pipelines, and Ctrl-C-equivalent SIGTERM leaves no child
+behind."""
 
 from __future__ import annotations
 
@@ -59,9 +60,11 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
                 "--api-key",
                 seen["api key"],
                 "--speed",
-                "10",
+                "1",
                 "--limit",
                 "30",
+                "--max-output",
+                "64",
             ],
             check=False,
             capture_output=True,
@@ -70,7 +73,7 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
             cwd=ROOT,
         )
         assert replay.returncode == 0, replay.stdout + replay.stderr
-        assert "failed: 0" in replay.stdout
+        assert "requests: 30  ok: 30  failed: 0" in replay.stdout
         mix = dict(re.findall(r"(P-[A-Z-]+)=(\d+)", replay.stdout))
         assert set(mix) == {"P-MD", "P-RLD-MD", "P-RLD"}, replay.stdout
     finally:

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from controlplane.agents.models import Agent, AgentRole
 from controlplane.core.api import BriefRelatedField
+from controlplane.core.parsers import DB_INT_MAX, json_problems
 from controlplane.inventory.models import Site, identifier_validator
 
 
@@ -23,13 +24,18 @@ class RegisterSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    config_version = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    config_version = serializers.IntegerField(
+        min_value=0, max_value=DB_INT_MAX, required=False, allow_null=True
+    )
     unreachable_since = serializers.DateTimeField(required=False, allow_null=True)
     stats = serializers.DictField(required=False, default=dict)
 
     def validate_stats(self, value: dict[str, Any]) -> dict[str, Any]:
         if len(str(value)) > 10_000:
             raise serializers.ValidationError("Too large (10,000 characters at most).")
+        problem = json_problems(value)
+        if problem is not None:
+            raise serializers.ValidationError(f"Not storable: {problem}.")
         return value
 
 

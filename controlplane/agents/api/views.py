@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from controlplane.accounts.models import ApiToken, Scope
 from controlplane.agents import selectors, services
 from controlplane.agents.api import serializers
-from controlplane.agents.config import current_config
+from controlplane.agents.config import current_version
 from controlplane.agents.models import Agent, AgentStatus
 
 
@@ -27,6 +27,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     """The registry. Operators and viewers read it; agents register and heartbeat."""
 
     serializer_class = serializers.AgentSerializer
+    lookup_value_regex = r"[0-9]+"
     read_scopes = frozenset({Scope.OPERATOR.value, Scope.VIEWER.value})
     write_scopes = frozenset({Scope.AGENT.value})
 
@@ -65,7 +66,7 @@ class AgentViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
             "id": agent.pk,
             "heartbeat_interval_s": settings.AGENT_HEARTBEAT_INTERVAL_S,
             "config_ws": f"/ws/agents/{agent.pk}/",
-            "config_version": current_config()["version"],
+            "config_version": current_version(),
         }
         return Response(out, status=status.HTTP_201_CREATED)
 

@@ -68,6 +68,7 @@ class TenantViewSet(BillingScoped, ServiceModelViewSet):
     """Customers. Deleting a tenant with usage, keys or invoices is refused (409)."""
 
     serializer_class = serializers.TenantSerializer
+    update_service = staticmethod(services.tenant_update)
     search_fields = ["slug", "name"]
     ordering_fields = ["slug", "name"]
     filterset_fields = ["is_active", "currency"]

@@ -10,12 +10,13 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.accounts.models import ApiToken, Scope
+from controlplane.core.parsers import JSONParser
 from controlplane.planning import selectors, services
 from controlplane.planning.api.serializers import (
     ActiveConfigSerializer,

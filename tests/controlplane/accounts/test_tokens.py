@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from controlplane.accounts.models import ApiToken
 from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -87,8 +88,11 @@ def test_use_is_recorded() -> None:
 
 
 def test_admin_creates_token_and_shows_it_once(browser_operator: Any) -> None:
+    site = factories.site(slug="dc-a")
     response = browser_operator.post(
-        "/admin/accounts/apitoken/add/", {"name": "from-admin", "scope": "agent"}, follow=True
+        "/admin/accounts/apitoken/add/",
+        {"name": "from-admin", "scope": "agent", "site": site.pk},
+        follow=True,
     )
 
     token = ApiToken.objects.get(name="from-admin")
@@ -97,7 +101,24 @@ def test_admin_creates_token_and_shows_it_once(browser_operator: Any) -> None:
     assert len(shown) == 1
     secret = shown[0].rsplit(" ", 1)[-1]
     assert token.key_hash == hash_secret(secret)
-    assert token.scope == "agent"
+    assert (token.scope, token.site) == ("agent", site)
+
+
+def test_admin_refuses_an_agent_token_without_a_site(browser_operator: Any) -> None:
+    response = browser_operator.post(
+        "/admin/accounts/apitoken/add/", {"name": "unbound", "scope": "agent"}
+    )
+
+    assert response.status_code == 200  # the form again, with the error
+    assert "An agent token must be bound to a site." in response.content.decode()
+    assert not ApiToken.objects.filter(name="unbound").exists()
+
+
+def test_an_agent_token_must_be_bound_to_a_site(db: Any) -> None:
+    with pytest.raises(ValueError, match="site: an agent token must be bound"):
+        api_token_issue(name="unbound", scope="agent")
+
+    assert not ApiToken.objects.filter(name="unbound").exists()
 
 
 def test_browser_scopes_follow_groups(django_user_model: Any) -> None:

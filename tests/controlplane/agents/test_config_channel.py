@@ -1,4 +1,5 @@
-"""``/ws/agents/<id>/``: agents of their own site receive the config, push updates, and ack."""
+"""``/ws/agents/<id>/``: agents of their own site receive their role's config, every change
+(a plan, a key created or revoked) at once, and ack; a revoked token's socket is closed."""
 
 from __future__ import annotations
 
@@ -8,29 +9,29 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from controlplane.accounts.services import api_token_issue
-from controlplane.agents.config import CONFIG_GROUP
+from controlplane.accounts.models import ApiToken
+from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
 from controlplane.agents.models import Agent
-from controlplane.asgi import application
-from controlplane.core.broadcast import broadcast
+from controlplane.billing.services import api_key_create, api_key_revoke
+from controlplane.core.broadcast import CONFIG_GROUP, broadcast
 from tests import factories
+from tests.controlplane.ws import communicator, refusal_code
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _setup() -> tuple[int, str, str]:
+def _setup(role: str = "main") -> tuple[int, str, str]:
     a, b = factories.site(slug="dc-a"), factories.site(slug="dc-b")
-    agent = Agent.objects.create(name="md-0", site=a, role="main")
+    agent = Agent.objects.create(name="agent-0", site=a, role=role)
     own = api_token_issue(name="a", scope="agent", site=a).secret
     other = api_token_issue(name="b", scope="agent", site=b).secret
     return agent.pk, own, other
 
 
 async def _connect(path: str, token: str | None) -> tuple[WebsocketCommunicator, bool, Any]:
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    connected, code = await communicator.connect(timeout=5)
-    return communicator, connected, code
+    ws = communicator(path, token)
+    connected, code = await ws.connect(timeout=5)
+    return ws, connected, code
 
 
 async def test_agent_receives_config_on_connect_and_acks() -> None:
@@ -43,7 +44,7 @@ async def test_agent_receives_config_on_connect_and_acks() -> None:
 
     assert connected
     assert first["type"] == "config"
-    assert set(first["config"]) >= {"version", "routing_table", "pools", "tenant_keys"}
+    assert set(first["config"]) == {"version", "routing_table", "pools"}
     assert acked == {"type": "acked", "version": first["version"]}
     agent = await sync_to_async(Agent.objects.get)(pk=agent_id)
     assert agent.config_version == first["version"]
@@ -62,25 +63,68 @@ async def test_a_push_to_config_all_reaches_connected_agents() -> None:
     await ws.disconnect()
 
 
-async def test_other_sites_token_is_refused() -> None:
+async def test_other_sites_token_is_refused_with_4403() -> None:
     agent_id, _, other = await sync_to_async(_setup)()
 
-    _, connected, code = await _connect(f"/ws/agents/{agent_id}/", other)
+    code = await refusal_code(f"/ws/agents/{agent_id}/", other)
 
-    assert (connected, code) == (False, 4403)
+    assert code == 4403
 
 
 async def test_unknown_agent_and_non_agent_scopes_are_refused(issue_token: Any) -> None:
     agent_id, own, _ = await sync_to_async(_setup)()
     viewer = await sync_to_async(issue_token)("viewer")
 
-    _, connected_unknown, code_unknown = await _connect("/ws/agents/999999/", own)
-    _, connected_viewer, code_viewer = await _connect(f"/ws/agents/{agent_id}/", viewer)
-    _, connected_anon, code_anon = await _connect(f"/ws/agents/{agent_id}/", None)
+    unknown = await refusal_code("/ws/agents/999999/", own)
+    as_viewer = await refusal_code(f"/ws/agents/{agent_id}/", viewer)
+    anonymous = await refusal_code(f"/ws/agents/{agent_id}/", None)
 
-    assert (connected_unknown, code_unknown) == (False, 4404)
-    assert (connected_viewer, code_viewer) == (False, 4403)
-    assert (connected_anon, code_anon) == (False, 4401)
+    assert (unknown, as_viewer, anonymous) == (4404, 4403, 4401)
+
+
+async def test_a_gateway_gets_key_hashes_when_a_key_is_created_and_revoked() -> None:
+    agent_id, own, _ = await sync_to_async(_setup)("gateway")
+    tenant = await sync_to_async(factories.tenant)(slug="acme")
+    ws, _, _ = await _connect(f"/ws/agents/{agent_id}/", own)
+    first = await ws.receive_json_from(timeout=5)
+
+    issued = await sync_to_async(api_key_create)(tenant=tenant, name="k")
+    after_create = await ws.receive_json_from(timeout=2)
+    await sync_to_async(api_key_revoke)(api_key=issued.api_key)
+    after_revoke = await ws.receive_json_from(timeout=2)
+
+    assert first["config"]["tenant_keys"] == {}
+    assert after_create["config"]["tenant_keys"] == {hash_secret(issued.secret): "acme"}
+    assert after_revoke["config"]["tenant_keys"] == {}
+    assert after_create["version"] == first["version"]
+    await ws.disconnect()
+
+
+async def test_a_non_gateway_agent_never_gets_key_hashes() -> None:
+    agent_id, own, _ = await sync_to_async(_setup)("prefill")
+    tenant = await sync_to_async(factories.tenant)(slug="acme")
+    ws, _, _ = await _connect(f"/ws/agents/{agent_id}/", own)
+    first = await ws.receive_json_from(timeout=5)
+
+    await sync_to_async(api_key_create)(tenant=tenant, name="k")
+    pushed = await ws.receive_json_from(timeout=2)
+
+    assert "tenant_keys" not in first["config"]
+    assert "tenant_keys" not in pushed["config"]
+    await ws.disconnect()
+
+
+async def test_revoking_the_token_closes_its_open_socket_with_4401() -> None:
+    agent_id, own, _ = await sync_to_async(_setup)()
+    ws, _, _ = await _connect(f"/ws/agents/{agent_id}/", own)
+    await ws.receive_json_from(timeout=5)
+    token = await sync_to_async(ApiToken.objects.get)(name="a")
+
+    await sync_to_async(api_token_revoke)(token=token)
+    closed = await ws.receive_output(timeout=2)
+
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert await refusal_code(f"/ws/agents/{agent_id}/", own) == 4401
 
 
 async def test_malformed_ack_is_answered_not_applied() -> None:

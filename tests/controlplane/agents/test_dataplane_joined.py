@@ -9,6 +9,7 @@ bounded and nothing asserts a duration.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -72,11 +73,12 @@ def up(server: ServerProcess, world: World, tmp_path: Path) -> Iterator[Up]:
     command = [
         sys.executable, "-m", "pdd_core", "up", str(TOPOLOGY), "--run-dir", str(run_dir),
         "--control-plane", server.url,
-        "--token", f"dc-a={world.tokens['dc-a']}", "--token", f"dc-b={world.tokens['dc-b']}",
     ]  # fmt: skip
+    tokens = f"dc-a={world.tokens['dc-a']},dc-b={world.tokens['dc-b']}"  # not in argv (ps)
     proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT
-    )
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        env={**os.environ, "PDD_CONTROL_TOKENS": tokens},
+    )  # fmt: skip
     seen: dict[str, str] = {}
     deadline = time.monotonic() + 90
     assert proc.stdout is not None

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from controlplane.accounts.services import api_token_issue
 from controlplane.billing.models import Tenant
 from controlplane.telemetry.models import RequestRecord
 
@@ -51,17 +50,20 @@ def test_a_batch_only_of_another_site_gets_400_and_stores_nothing(
     assert RequestRecord.objects.count() == 0
 
 
-def test_an_agent_token_without_a_site_may_report_any_site(site_a: Any, site_b: Any) -> None:
+def test_an_agent_token_reports_its_own_site_only_whatever_it_claims(
+    agent_a: APIClient, site_b: Any
+) -> None:
     Tenant.objects.create(slug="acme", name="Acme")
-    client = APIClient()
-    secret = api_token_issue(name="any-site", scope="agent").secret
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
 
-    response = client.post(
+    response = agent_a.post(
         "/api/v1/telemetry/records/",
-        {"records": [record("r-1", "dc-a"), record("r-2", "dc-b")]},
+        {"records": [record("r-1", "dc-b"), record("r-2", "dc-b")]},
         format="json",
     )
 
-    assert response.status_code == 200
-    assert response.json()["accepted"] == 2
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["records"] == {
+        "0": {"site": ["This agent token reports for site 'dc-a' only."]},
+        "1": {"site": ["This agent token reports for site 'dc-a' only."]},
+    }
+    assert RequestRecord.objects.count() == 0

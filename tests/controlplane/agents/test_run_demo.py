@@ -1,38 +1,133 @@
-"""``manage.py run_demo --setup-only``: the database part of ``make demo``, idempotent."""
+"""``manage.py run_demo``: the database part of ``make demo`` (stable secrets, reset, showcase)
+and its fail-fast check of the ports it needs."""
 
 from __future__ import annotations
 
 import io
+import socket
+import stat
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from controlplane.accounts.models import ApiToken
 from controlplane.accounts.services import hash_secret
-from controlplane.billing.models import ApiKey
+from controlplane.billing.models import ApiKey, PriceBook
+from controlplane.billing.services import api_key_revoke
+from controlplane.telemetry.models import SlaRule
 
 pytestmark = pytest.mark.django_db
 
 
-def setup() -> dict[str, str]:
+@pytest.fixture(autouse=True)
+def data_dir(settings: Any, tmp_path: Path) -> Path:
+    settings.DATA_DIR = tmp_path
+    return tmp_path
+
+
+def setup(*extra: str) -> dict[str, str]:
     out = io.StringIO()
-    call_command("run_demo", "--setup-only", "--operator", "admin", "--password", "pw", stdout=out)
+    call_command(
+        "run_demo", "--setup-only", "--operator", "admin", "--password", "pw", *extra, stdout=out
+    )
     pairs = (line.partition(": ") for line in out.getvalue().splitlines() if ": " in line)
     return {key: value for key, _, value in pairs}
 
 
-def test_setup_issues_a_tenant_key_and_site_bound_agent_tokens_and_revokes_old_ones() -> None:
+def _active_agent_hashes() -> list[tuple[str, str]]:
+    tokens = ApiToken.objects.filter(scope="agent", revoked_at=None).select_related("site")
+    return sorted((t.site.slug, t.key_hash) for t in tokens if t.site is not None)
+
+
+def test_first_setup_issues_a_tenant_key_and_site_bound_agent_tokens() -> None:
+    first = setup()
+
+    active_keys = ApiKey.objects.filter(tenant__slug="demo", revoked_at=None)
+    assert [k.key_hash for k in active_keys] == [hash_secret(first["api key"])]
+    assert _active_agent_hashes() == [
+        ("dc-a", hash_secret(first["agent token dc-a"])),
+        ("dc-b", hash_secret(first["agent token dc-b"])),
+    ]
+
+
+def test_a_restart_keeps_the_same_key_and_tokens(data_dir: Path) -> None:
     first = setup()
     second = setup()
 
-    active_keys = ApiKey.objects.filter(tenant__slug="demo", revoked_at=None)
-    assert [k.key_hash for k in active_keys] == [hash_secret(second["api key"])]
+    assert second == first
+    assert ApiKey.objects.filter(revoked_at__isnull=False).count() == 0
+    assert ApiToken.objects.filter(revoked_at__isnull=False).count() == 0
+    mode = stat.S_IMODE((data_dir / "demo" / "secrets.json").stat().st_mode)
+    assert mode == 0o600
+
+
+def test_a_revoked_saved_key_is_replaced_and_stays_revoked() -> None:
+    first = setup()
+    api_key_revoke(api_key=ApiKey.objects.get(key_hash=hash_secret(first["api key"])))
+
+    second = setup()
+
+    assert second["api key"] != first["api key"]
+    assert second["agent token dc-a"] == first["agent token dc-a"]
+    active = ApiKey.objects.filter(tenant__slug="demo", revoked_at=None)
+    assert [k.key_hash for k in active] == [hash_secret(second["api key"])]
+
+
+def test_a_lost_secrets_file_gets_fresh_secrets_and_revokes_the_old_ones(data_dir: Path) -> None:
+    first = setup()
+    (data_dir / "demo" / "secrets.json").unlink()
+
+    second = setup()
+
+    assert second["api key"] != first["api key"]
     assert ApiKey.objects.get(key_hash=hash_secret(first["api key"])).revoked_at is not None
-    tokens = ApiToken.objects.filter(scope="agent", revoked_at=None).select_related("site")
-    assert sorted((t.site.slug, t.key_hash) for t in tokens if t.site is not None) == sorted(
-        [
-            ("dc-a", hash_secret(second["agent token dc-a"])),
-            ("dc-b", hash_secret(second["agent token dc-b"])),
-        ]
-    )
+    assert _active_agent_hashes() == [
+        ("dc-a", hash_secret(second["agent token dc-a"])),
+        ("dc-b", hash_secret(second["agent token dc-b"])),
+    ]
     assert ApiToken.objects.filter(scope="agent", revoked_at__isnull=False).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reset_starts_over_with_an_empty_database_and_new_secrets() -> None:
+    first = setup()
+    SlaRule.objects.filter(slug="demo-ttft-p99").update(threshold=99.0)
+
+    second = setup("--reset")
+
+    assert second["api key"] != first["api key"]
+    assert ApiKey.objects.count() == 1
+    assert ApiToken.objects.count() == 2
+    assert SlaRule.objects.get(slug="demo-ttft-p99").threshold == 10.0
+
+
+def test_setup_seeds_sla_rules_and_a_price_book_for_the_demo_model_once() -> None:
+    setup()
+    setup()
+
+    assert list(SlaRule.objects.values_list("slug", "metric", "threshold", "window_s")) == [
+        ("demo-drill-ttft-p90", "ttft_p90", 0.5, 60),
+        ("demo-tpot-p90", "tpot_p90", 0.5, 60),
+        ("demo-ttft-p99", "ttft_p99", 10.0, 60),
+    ]
+    books = PriceBook.objects.select_related("model")
+    assert [(b.model.slug, b.currency) for b in books] == [("deepseek-v3", "USD")]
+    book = books.get()
+    assert (str(book.miss_input_per_mtok), str(book.hit_input_per_mtok)) == ("2.000000", "0.200000")
+    assert str(book.output_per_mtok) == "8.000000"
+
+
+def test_a_taken_port_stops_the_demo_at_once_naming_it() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+
+        with pytest.raises(CommandError) as caught:
+            call_command("run_demo", "--port", str(port), stdout=io.StringIO())
+
+    assert f"port {port} on 127.0.0.1 is taken" in str(caught.value)
+    assert ApiKey.objects.count() == 0

@@ -67,18 +67,18 @@ def test_late_record_becomes_adjustment_on_next_invoice(operator: Any, world: An
     operator.post(URL + "issue/")
     issued_before = operator.get(URL).json()
 
-    records_ingest(records=[factories.request_record(
+    late = records_ingest(records=[factories.request_record(
         request_id="late", finish_time="2025-01-31T23:59:00Z", hit_tokens=0, miss_tokens=1000,
-        output_tokens=0,
+        output_tokens=0, rld_tokens=0, md_tokens=0,
     )])  # fmt: skip
-    records_ingest(records=[factories.request_record(
+    feb = records_ingest(records=[factories.request_record(
         request_id="feb", finish_time="2025-02-02T00:00:00Z", hit_tokens=0, miss_tokens=500,
-        input_tokens=500,
-        output_tokens=0,
+        input_tokens=500, output_tokens=0, rld_tokens=0, md_tokens=0,
     )])  # fmt: skip
     january = operator.get(URL).json()
     february = operator.post("/api/v1/billing/invoices/acme/2025-02/issue/").json()
 
+    assert (late.accepted, feb.accepted) == (1, 1)
     assert january == issued_before  # the issued invoice did not change
     assert [(x["kind"], x["usage_period"], x["miss_tokens"], x["amount"])
             for x in february["lines"]] == [

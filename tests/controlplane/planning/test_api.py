@@ -177,7 +177,7 @@ def test_a_bad_trace_names_its_line(operator: Any) -> None:
 
 
 def test_a_trace_over_the_size_limit_is_refused(operator: Any, settings: Any) -> None:
-    settings.PDD_WORKLOAD_MAX_BYTES = 100
+    settings.WORKLOAD_MAX_BYTES = 100
     upload = SimpleUploadedFile("big.jsonl", b"x" * 200)
     response = operator.post(
         "/api/v1/workloads/", {"name": "big", "file": upload}, format="multipart"

@@ -25,8 +25,9 @@ def _fresh_throttle() -> None:
 
 
 def record_at(when: datetime, **kw: Any) -> dict[str, Any]:
-    """A factory record that finishes at ``when`` (arrival 1 s earlier)."""
+    """A factory record that finishes at ``when`` (arrival 10 s earlier: long enough for the
+    TTFTs the tests report)."""
     iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
     return factories.request_record(
-        arrival_time=iso(when - timedelta(seconds=1)), finish_time=iso(when), **kw
+        arrival_time=iso(when - timedelta(seconds=10)), finish_time=iso(when), **kw
     )

@@ -82,7 +82,9 @@ def test_malformed_record_gets_its_own_errors_and_good_ones_are_kept(agent: Any,
 
 
 def test_every_record_bad_is_400_in_the_envelope(agent: Any, acme: Any) -> None:
-    bad = factories.request_record(finish_time="2025-01-10T11:00:00Z")
+    bad = factories.request_record(
+        arrival_time="2025-01-10T12:00:00Z", finish_time="2025-01-10T11:00:00Z"
+    )
 
     response = agent.post(URL, {"records": [bad]}, format="json")
 

@@ -1,30 +1,44 @@
-"""``/metrics``: Prometheus text exposition, behind a token, counters from the rollups."""
+"""``/metrics``: prometheus_client's exposition behind a token: counters and histograms from the
+cumulative rollups, the last closed minute's figures per site, pipeline and model, costs, the
+active plan's predictions; and every metric the shipped Grafana dashboard and Prometheus rules
+reference is really exported."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
+from controlplane.planning.models import Plan, PlanStatus
+from controlplane.planning.services import plan_activate
 from controlplane.telemetry.services import records_ingest
+from tests import factories
 from tests.controlplane.telemetry.conftest import T0, record_at
 
 pytestmark = pytest.mark.django_db
-SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})? (\S+)$")
+ROOT = Path(__file__).resolve().parents[3]
+DASHBOARD = ROOT / "deploy" / "grafana" / "pdd-dashboard.json"
+RULES = ROOT / "deploy" / "prometheus" / "pdd-rules.yml"
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def parse(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """A strict little parser of the text format: every line is a comment or a sample."""
-    samples = {}
-    for line in text.splitlines():
-        if line.startswith("# HELP ") or line.startswith("# TYPE "):
-            continue
-        found = SAMPLE.match(line)
-        assert found, line
-        labels = frozenset(re.findall(r'(\w+)="([^"]*)"', found.group(3) or ""))
-        samples[(found.group(1), labels)] = float(found.group(4))
-    return samples
+def parse(text: str) -> Samples:
+    """Every sample of an exposition, parsed by prometheus_client's own parser."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_counters_and_histograms(viewer: Any, acme: Any) -> None:
@@ -72,3 +86,147 @@ def test_dedicated_metrics_token(client: Any, settings: Any) -> None:
     ("billing_client", 403), ("agent", 403), ("operator", 200)])  # fmt: skip
 def test_refused_without_a_reading_token(request: Any, persona: str, status: int) -> None:
     assert request.getfixturevalue(persona).get("/metrics").status_code == status
+
+
+def minute_of(when: datetime) -> datetime:
+    return datetime.fromtimestamp(int(when.timestamp()) // 60 * 60, tz=UTC)
+
+
+@pytest.fixture
+def fleet(acme: Any) -> None:
+    """An active plan (16 P chips in dc-a, 8 MD chips in dc-b, at $2/h each) and, in the last closed
+    minute: three dc-a P-MD requests (two within the SLA, one rejected) and one dc-b P-RLD-MD
+    request that missed it. The same records also finish now, so that a scrape one minute
+    later still finds them in its last closed minute."""
+    factories.chip(slug="h800", price_per_hour="2.0000")
+    predicted = {"hit_token_weighted": 0.9, "hit_request_weighted": 0.85, "goodput_rps": 3.0,
+                 "bcr": 0.0625}  # fmt: skip
+    pools = [{"site": "dc-a", "chip": "h800", "role": "P", "instances": 2, "tp": 8},
+             {"site": "dc-b", "chip": "h800", "role": "MD", "instances": 1, "tp": 8}]  # fmt: skip
+    plan = Plan.objects.create(
+        scenario="small.toml", inputs={}, status=PlanStatus.DONE,
+        result={"feasible": True, "model": "model-x", "pools": pools, "predicted": predicted},
+    )  # fmt: skip
+    plan_activate(plan=plan)
+    now = timezone.now()
+    for n, when in enumerate((minute_of(now) - timedelta(seconds=30), now)):
+        records_ingest(records=[
+            record_at(when, request_id=f"a{n}", pipeline="P-MD", handoff_mode=""),
+            record_at(when, request_id=f"b{n}", pipeline="P-MD", handoff_mode="", hit_tokens=500,
+                      miss_tokens=500),
+            record_at(when, request_id=f"c{n}", pipeline="P-MD", handoff_mode="", rejected=True),
+            record_at(when, request_id=f"d{n}", site="dc-b", sla_met=False),
+        ])  # fmt: skip
+
+
+def scrape(client: Any, **headers: str) -> tuple[Any, Samples]:
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200
+    return response, parse(response.content.decode())
+
+
+def test_the_last_minute_per_site_pipeline_and_model(viewer: Any, fleet: None) -> None:
+    _, m = scrape(viewer)
+
+    site_a, site_b = frozenset({("site", "dc-a")}), frozenset({("site", "dc-b")})
+    pipe, model = frozenset({("pipeline", "P-MD")}), frozenset({("model", "model-x")})
+    assert m[("pdd_site_goodput_requests_per_second", site_a)] == pytest.approx(2 / 60)
+    assert m[("pdd_site_goodput_requests_per_second", site_b)] == 0
+    assert m[("pdd_site_sla_attainment_ratio", site_a)] == pytest.approx(2 / 3)
+    assert m[("pdd_site_sla_attainment_ratio", site_b)] == 0
+    assert m[("pdd_site_bcr", site_a)] == pytest.approx(2 / 60 / 32)
+    assert m[("pdd_pipeline_goodput_requests_per_second", pipe)] == pytest.approx(2 / 60)
+    assert m[("pdd_pipeline_bcr", pipe)] == pytest.approx(2 / 60 / 48)
+    assert m[("pdd_model_sla_attainment_ratio", model)] == pytest.approx(2 / 4)
+    assert m[("pdd_model_bcr", model)] == pytest.approx(2 / 60 / 48)
+    assert m[("pdd_goodput_requests_per_second", frozenset())] == pytest.approx(2 / 60)
+    assert m[("pdd_sla_attainment_ratio", frozenset())] == pytest.approx(2 / 4)
+    token = frozenset({("weighting", "token")})
+    request = frozenset({("weighting", "request")})
+    assert m[("pdd_site_observed_hit_ratio", site_a | token)] == pytest.approx(1400 / 2000)
+    assert m[("pdd_site_observed_hit_ratio", site_a | request)] == pytest.approx((0.9 + 0.5) / 2)
+    assert m[("pdd_model_observed_hit_ratio", model | token)] == pytest.approx(2300 / 3000)
+
+
+def test_costs_objectives_and_the_plans_predictions(viewer: Any, fleet: None) -> None:
+    _, m = scrape(viewer)
+
+    assert m[("pdd_cost_per_hour_dollars", frozenset())] == 48
+    assert m[("pdd_site_cost_per_hour_dollars", frozenset({("site", "dc-a")}))] == 32
+    assert m[("pdd_site_cost_per_hour_dollars", frozenset({("site", "dc-b")}))] == 16
+    assert m[("pdd_pipeline_cost_per_hour_dollars", frozenset({("pipeline", "P-RLD")}))] == 32
+    assert m[("pdd_pipeline_cost_per_hour_dollars", frozenset({("pipeline", "P-MD")}))] == 48
+    model = frozenset({("model", "model-x")})
+    assert m[("pdd_model_predicted_hit_ratio", model | {("weighting", "token")})] == 0.9
+    assert m[("pdd_model_predicted_hit_ratio", model | {("weighting", "request")})] == 0.85
+    assert m[("pdd_model_predicted_goodput_requests_per_second", model)] == 3.0
+    assert m[("pdd_model_predicted_bcr", model)] == 0.0625
+    assert m[("pdd_active_plan_version", frozenset())] == 1
+    assert m[("pdd_sla_objective_seconds", frozenset({("objective", "ttft_p99")}))] == 5.0
+    assert (
+        m[("pdd_md_tokens_total", frozenset({("site", "dc-b"), ("pipeline", "P-RLD-MD")}))] == 376
+    )
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(viewer: Any, fleet: None) -> None:
+    response, m = scrape(viewer, HTTP_ACCEPT="application/openmetrics-text; version=1.0.0")
+
+    assert response["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert response.content.decode().endswith("# EOF\n")
+    assert m[("pdd_requests_total", frozenset({("site", "dc-a"), ("pipeline", "P-MD")}))] == 6
+
+
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def referenced(expr: str) -> set[str]:
+    """The pdd metric names (``pdd_...``) and recorded series (``level:pdd_...:op``) in PromQL."""
+    names = set(NAME.findall(STRING.sub('""', expr)))
+    return {n for n in names if n.startswith("pdd_") or ":pdd_" in n}
+
+
+def dashboard_exprs() -> list[str]:
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("expr", "definition") and isinstance(value, str):
+                    found.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(DASHBOARD.read_text()))
+    return found
+
+
+def test_every_metric_the_dashboard_and_the_rules_use_is_exported(viewer: Any, fleet: None) -> None:
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    recorded = {r["record"] for r in rules if "record" in r}
+    used = set().union(*(referenced(e) for e in dashboard_exprs()))
+    used |= set().union(*(referenced(r["expr"]) for r in rules))
+    _, m = scrape(viewer)
+    exported = {name for name, _ in m}
+
+    assert {r["alert"] for r in rules if "alert" in r} >= {"PddSlaAttainmentBelowTarget",
+                                                         "PddTtftP99AboveObjective"}  # fmt: skip
+    assert len(used) > 20
+    assert sorted(n for n in used if ":" in n and n not in recorded) == []
+    assert sorted(n for n in used if ":" not in n and n not in exported) == []
+
+
+def test_the_alert_rules_fire_as_their_unit_tests_say(db: None) -> None:
+    if shutil.which("promtool") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install promtool (Debian package prometheus)")
+        pytest.skip("promtool (Debian package prometheus) is not installed")
+
+    result = subprocess.run(
+        ["promtool", "test", "rules", "pdd-rules.test.yml"],
+        cwd=RULES.parent, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -9,6 +9,7 @@ import pytest
 from pdd_core import perf
 from pdd_core.engine.protocol import DecodeState, Engine, EngineError, PacedEngine
 from pdd_core.engine.timed import TimedEngine
+from pdd_core.engine.tokenizer import bpe
 from pdd_core.specs import load_chips, load_models
 
 MODEL = load_models()["llama-3.1-8b"]
@@ -100,3 +101,14 @@ async def test_paced_engine_sleeps_the_simulated_time_without_blocking_the_loop(
 
     assert result.seconds > 0
     assert ticks > 1  # other coroutines ran while the prefill "took" its time
+
+
+def test_tokens_are_bpe_words_and_the_window_is_the_models_context() -> None:
+
+    engine = TimedEngine(load_models()["deepseek-v3"], load_chips()["h800"], time_scale=0)
+    result = engine.prefill(list(range(2, 600)))
+
+    assert result.first_token in set(bpe().words)
+    assert engine.context_tokens == 163_840
+    with pytest.raises(EngineError, match="163840"):
+        engine.prefill([5] * 163_841)

@@ -21,7 +21,12 @@ def test_reference_scenario_loads_with_the_catalog_chips_and_88_gpu_a_baseline()
     scenario = load_scenario(REFERENCE)
     assert scenario.model_id == "ref-1t-mla"
     assert {p.chip for p in scenario.pdd.pools} == {"gpu-a", "gpu-b"}
-    assert sum(p.instances * p.tp for p in scenario.baseline.pools if p.chip == "gpu-a") == 88
+    assert (
+        sum(
+            p.instances * p.chips_per_instance for p in scenario.baseline.pools if p.chip == "gpu-a"
+        )
+        == 88
+    )
 
 
 @pytest.mark.parametrize(
@@ -45,12 +50,23 @@ def test_scenario_errors_name_the_key(tmp_path, edit, message):
 
 
 def test_compare_json_has_every_policy_and_exactly_the_keys(capsys):
-    assert main(["compare", str(SMALL), "--json"]) == 0
+    assert main(["compare", str(SMALL), "--json", "--capacity-iterations", "1"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert list(payload) == ["policies"]
+    assert list(payload) == ["policies", "capacity"]
     assert list(payload["policies"]) == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     for row in payload["policies"].values():
         assert tuple(row) == COMPARE_KEYS
+    assert list(payload["capacity"]) == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
+    for row in payload["capacity"].values():
+        assert row["bcr"] == pytest.approx(row["goodput_rps"] / row["cost_per_hour"])
+        at = [p for p in row["probes"] if p["factor"] == row["session_factor"] and p["sla_met"]]
+        assert row["goodput_rps"] == (at[0]["offered_rps"] if at else 0.0)
+
+
+def test_compare_without_capacity_prints_fixed_load_figures_only(capsys):
+    assert main(["compare", str(SMALL), "--json", "--no-capacity"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert list(payload) == ["policies"]
 
 
 def test_compare_table_prints_all_policies_with_ratios(capsys):
@@ -59,6 +75,7 @@ def test_compare_table_prints_all_policies_with_ratios(capsys):
     header = out.splitlines()[0].split()
     assert header == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     assert "ratios (x) are to same-dc" in out
+    assert "capacity goodput (req/s)" in out
 
 
 def test_simulate_writes_results_records_and_an_offline_report(tmp_path, capsys):

@@ -1,14 +1,19 @@
 """``python manage.py run_demo``: the whole token factory on one machine (what ``make demo`` runs).
 
-On the embedded defaults (SQLite, in-memory channel layer, in-process tasks) it migrates, seeds
-the catalogs, the demo topology and the operator login, makes sure the ``demo`` tenant has a
-fresh gateway API key and each demo site (dc-a, dc-b) a fresh site-bound agent token (the
-previous demo ones are revoked: secrets are stored hashed, so they cannot be shown again), then
-starts daphne, ``pdd up fixtures/dataplane/timed.json`` registered with it, and ``pdd replay``
-of the bundled Mooncake sample in a loop with the tenant's key (which the gateway learns from the
-config push). It prints the dashboard URL, the gateway URL and the key. Ctrl-C (or SIGTERM)
-stops everything: each child is terminated, waited for with a bound, then killed.
-``--setup-only`` does the database part and prints the secrets (tests use it).
+On the embedded defaults (SQLite, in-memory channel layer, in-process tasks) it checks that its
+ports are free (and stops at once, saying which one is taken, if not), migrates, seeds the
+catalogs, the demo topology, SLA rules, price books and the operator login, and makes sure the
+``demo`` tenant has a gateway API key and each demo site (dc-a, dc-b) a site-bound agent token:
+the ones of the previous run while they are still active (``controlplane.agents.management.
+demo``), so the key and the gateway port stay the same across restarts. Then it starts daphne,
+``pdd up fixtures/dataplane/timed.json`` registered with it (the gateway on ``--gateway-port``),
+``manage.py evaluate_alerts --every 5`` (there is no beat process here), ``pdd replay`` of the
+bundled Mooncake sample in a loop with the tenant's key, and one scripted WAN incident (the
+emulated line's round trip raised for a while, then restored) so that an alert opens and
+resolves in the first minutes. It prints the dashboard URL, the gateway URL and the key.
+Ctrl-C (or SIGTERM) stops everything: each child is terminated, waited for with a bound, then
+killed. ``--setup-only`` does the database part and prints the secrets (tests use it);
+``--reset`` empties the database and forgets the secrets first (``make demo-reset``).
 """
 
 from __future__ import annotations
@@ -16,73 +21,33 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from controlplane.accounts.models import ApiToken
-from controlplane.accounts.services import api_token_issue, api_token_revoke
+from controlplane.agents.management.demo import (
+    DEMO_TENANT,
+    DemoSecrets,
+    demo_dir,
+    demo_reset,
+    demo_setup,
+)
+from controlplane.agents.management.demo_incident import INCIDENT_RTT_MS, INCIDENT_S, wan_incident
 from controlplane.agents.models import Agent
-from controlplane.billing.models import ApiKey, Tenant
-from controlplane.billing.services import api_key_create, api_key_revoke
-from controlplane.inventory.models import Site
+from controlplane.planning.selectors import active_plan
 
 ROOT = Path(settings.BASE_DIR)
 # ``make demo ENGINE=llamacpp`` sets PDD_DEMO_ENGINE: fixtures/dataplane/<engine>.json is the plane.
 TOPOLOGY = ROOT / "fixtures" / "dataplane" / f"{os.environ.get('PDD_DEMO_ENGINE') or 'timed'}.json"
 TRACE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
-DEMO_SITES = ("dc-a", "dc-b")
-DEMO_TENANT = "demo"
-KEY_NAME = "demo gateway"
-
-
-@dataclass
-class DemoSecrets:
-    """What the demo's processes need: the tenant's gateway key and one agent token per site."""
-
-    api_key: str
-    agent_tokens: dict[str, str] = field(default_factory=dict)
-
-
-def demo_setup(*, operator: str, password: str) -> DemoSecrets:
-    """Migrate, seed, and issue the demo key and agent tokens (revoking the previous ones)."""
-    call_command("migrate", interactive=False, verbosity=0)
-    call_command("seed_demo", operator=operator, password=password)
-    with transaction.atomic():
-        tenant, _ = Tenant.objects.get_or_create(slug=DEMO_TENANT, defaults={"name": "Demo tenant"})
-        previous_keys = ApiKey.objects.filter(
-            tenant=tenant, name__startswith=KEY_NAME, revoked_at=None
-        )
-        for key in previous_keys:
-            api_key_revoke(api_key=key)
-        # Key names are unique per tenant, revoked ones included.
-        name = f"{KEY_NAME} {secrets.token_hex(3)}"
-        out = DemoSecrets(api_key_create(tenant=tenant, name=name).secret)
-        for slug in DEMO_SITES:
-            try:
-                site = Site.objects.get(slug=slug)
-            except Site.DoesNotExist:
-                raise CommandError(f"run_demo: the demo topology has no site {slug!r}") from None
-            previous = ApiToken.objects.filter(
-                name__startswith=f"demo-agents-{slug}-", revoked_at=None
-            )
-            for token in previous:
-                api_token_revoke(token=token)
-            name = f"demo-agents-{slug}-{secrets.token_hex(3)}"
-            out.agent_tokens[slug] = api_token_issue(name=name, scope="agent", site=site).secret
-    return out
 
 
 class Command(BaseCommand):
@@ -91,14 +56,26 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--gateway-port", type=int, default=8001)
         parser.add_argument("--operator", default="admin")
         parser.add_argument("--password", default="pdd-demo-admin")
         parser.add_argument("--speed", type=float, default=5.0, help="replay time compression")
         parser.add_argument("--setup-only", action="store_true", help="database part only")
+        parser.add_argument("--reset", action="store_true", help="start over: empty database")
+        parser.add_argument(
+            "--incident-after", type=float, default=60.0,
+            help="seconds after start of the scripted WAN incident (negative: none)",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not TOPOLOGY.is_file():
             raise CommandError(f"run_demo: no demo topology {TOPOLOGY} (PDD_DEMO_ENGINE)")
+        if not options["setup_only"]:
+            for port in (options["port"], options["gateway_port"]):
+                check_port_free(options["host"], port)
+        if options["reset"]:
+            demo_reset()
+            self.stdout.write("run_demo: database emptied, demo secrets forgotten (a fresh start)")
         demo = demo_setup(operator=options["operator"], password=options["password"])
         if options["setup_only"]:
             self.stdout.write(f"api key: {demo.api_key}")
@@ -115,19 +92,23 @@ class Demo:
         self.out = command.stdout
         self.demo = demo
         self.host, self.port = options["host"], int(options["port"])
+        self.gateway_port = int(options["gateway_port"])
+        self.incident_after = float(options["incident_after"])
         self.operator, self.password = options["operator"], options["password"]
         self.speed = float(options["speed"])
         self.url = f"http://{self.host}:{self.port}"
         self.children: list[subprocess.Popen[str]] = []  # daphne, pdd up
         self.replay: subprocess.Popen[str] | None = None
         self.stop = threading.Event()
-        self.run_dir = Path(settings.DATA_DIR) / "demo"
+        self.run_dir = demo_dir()
 
-    def _spawn(self, command: list[str], log: Path | None) -> subprocess.Popen[str]:
+    def _spawn(
+        self, command: list[str], log: Path | None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
         out: Any = log.open("a") if log else subprocess.PIPE
         return subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True,
+            text=True, env=env,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -137,8 +118,10 @@ class Demo:
         try:
             self._start()
             while not self.stop.wait(0.5):
-                if any(child.poll() is not None for child in self.children):
-                    self.out.write(f"run_demo: a part exited; stopping (logs in {self.run_dir})")
+                exited = [c for c in self.children if c.poll() is not None]
+                if exited:
+                    self.out.write(f"run_demo: {_name(exited[0])} exited; stopping")
+                    self.out.write(self._log_tail(exited[0]))
                     break
         finally:
             self._stop_all()
@@ -153,32 +136,81 @@ class Demo:
             self.run_dir / "daphne.log",
         ))  # fmt: skip
         self._await_port(60)
-        tokens = [f"--token={slug}={t}" for slug, t in self.demo.agent_tokens.items()]
+        self.children.append(self._spawn(
+            [python, "manage.py", "evaluate_alerts", "--every", "5"],
+            self.run_dir / "alerts.log",
+        ))  # fmt: skip
+        # Site tokens travel in the environment: a command line is visible to ps.
+        tokens = ",".join(f"{slug}={t}" for slug, t in self.demo.agent_tokens.items())
         up = self._spawn(
-            [python, "-m", "pdd_core", "up", str(TOPOLOGY), "--run-dir",
-             str(self.run_dir / "dataplane"), "--control-plane", self.url, *tokens],
+            [python, "-m", "pdd_core", "up", str(self._topology()), "--run-dir",
+             str(self.run_dir / "dataplane"), "--control-plane", self.url],
             None,
+            env={**os.environ, "PDD_CONTROL_TOKENS": tokens},
         )  # fmt: skip
         self.children.append(up)
         gateway = self._await_gateway(up, 90)
         self._await_agents(60)
-        self.out.write("")
-        self.out.write(f"  Dashboard:  {self.url}/   (log in as {self.operator} / {self.password})")
-        self.out.write(f"  Agents API: {self.url}/api/v1/agents/   (operator or viewer token)")
-        self.out.write(f"  Gateway:    {gateway}/v1   (OpenAI-compatible)")
-        self.out.write(f"  API key:    {self.demo.api_key}   (tenant {DEMO_TENANT})")
-        self.out.write(f"  Logs:       {self.run_dir}")
-        self.out.write(
-            "  Load:       pdd replay of the Mooncake sample, in a loop. Ctrl-C stops all."
-        )
-        self.out.write("")
+        self._banner(gateway)
         threading.Thread(target=self._replay_loop, args=(gateway,), daemon=True).start()
+        if self.incident_after >= 0:
+            wan = self.run_dir / "dataplane" / "dataplane.json"
+            threading.Thread(target=wan_incident, args=(wan, self.incident_after, self.stop,
+                             self.run_dir / "incident.log"), daemon=True).start()  # fmt: skip
+
+    def _topology(self) -> Path:
+        """The demo topology with the gateway on ``--gateway-port`` (stable across restarts)."""
+        raw = json.loads(TOPOLOGY.read_text(encoding="utf-8"))
+        for agent in raw["agents"]:
+            if agent["role"] == "gateway":
+                agent["port"] = self.gateway_port
+        path = self.run_dir / "topology.json"
+        path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
+        return path
+
+    def _banner(self, gateway: str) -> None:
+        key = self.demo.api_key
+        again = "same as last run" if self.demo.reused else "new"
+        lines = [
+            "",
+            f"  Dashboard:  {self.url}/   (log in as {self.operator} / {self.password})",
+            f"  Agents API: {self.url}/api/v1/agents/   (operator or viewer token)",
+            f"  Gateway:    {gateway}   (OpenAI-compatible; base URL for clients: {gateway}/v1)",
+            f"  API key:    {key}   (tenant {DEMO_TENANT}; {again})",
+            f'  Try:        curl {gateway}/v1/completions -H "Authorization: Bearer {key}" '
+            """-d '{"prompt": "hello", "max_tokens": 8}'""",
+            f"  Invoice:    {self.url}/api/v1/billing/invoices/{DEMO_TENANT}/"
+            f"{time.strftime('%Y-%m')}/   (this month's draft, priced by the seeded price book)",
+            f"  Logs:       {self.run_dir}",
+            "  Load:       pdd replay of the Mooncake sample, in a loop. Ctrl-C stops all.",
+        ]
+        if self.incident_after >= 0:
+            lines.append(
+                f"  Incident:   in {self.incident_after:.0f} s the WAN's round trip rises to "
+                f"{INCIDENT_RTT_MS:.0f} ms for {INCIDENT_S:.0f} s: watch the alert open and resolve"
+            )
+        plan = active_plan()
+        if plan is not None:
+            lines.append(
+                f"  Plan:       plan {plan.pk} (config v{plan.version}) from an earlier run is "
+                "still active: the agents run its routing table. `make demo-reset` starts over."
+            )
+        self.out.write("\n".join([*lines, ""]))
+
+    def _log_tail(self, child: subprocess.Popen[str], lines: int = 15) -> str:
+        """The end of a part's log, so the cause of its exit is on the screen."""
+        log = self.run_dir / f"{_name(child)}.log"
+        try:
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"(no log at {log})"
+        return "\n".join([f"--- last lines of {log}:", *tail])
 
     def _await_port(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self.stop.is_set():
             if self.children[0].poll() is not None:
-                raise CommandError(f"daphne exited; see {self.run_dir / 'daphne.log'}")
+                raise CommandError(f"daphne exited\n{self._log_tail(self.children[0])}")
             with contextlib.suppress(OSError):
                 socket.create_connection((self.host, self.port), timeout=0.5).close()
                 return
@@ -254,3 +286,27 @@ def _drain(child: subprocess.Popen[str]) -> None:
     """Read ``pdd up``'s output to the end so it never blocks on a full pipe."""
     for _ in child.stdout or ():
         pass
+
+
+def _name(child: subprocess.Popen[str]) -> str:
+    """A part's name from its command line: daphne, alerts (evaluate_alerts), pdd-up."""
+    args = [str(a) for a in child.args] if isinstance(child.args, list) else [str(child.args)]
+    if "daphne" in args:
+        return "daphne"
+    if "evaluate_alerts" in args:
+        return "alerts"
+    return "pdd-up"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Fail at once, naming the port, when something already listens on it."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"run_demo: port {port} on {host} is taken ({exc.strerror}): another `make demo` "
+                f"or server is running there. Stop it, or choose other ports: "
+                f"make demo PORT=8010 GATEWAY_PORT=8011"
+            ) from None

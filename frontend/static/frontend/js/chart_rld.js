@@ -12,5 +12,5 @@ export function render(el, points) {
     barmode: "stack",
     yaxis: { title: { text: "handoffs" } },
     yaxis2: { overlaying: "y", side: "right", range: [0, 1], tickformat: ".0%" },
-  });
+  }, points);
 }

@@ -1,15 +1,18 @@
-import { draw, xs, ys } from "./series.js";
+import { COLORS, draw, fitTargets, lineTraces, ys } from "./series.js";
 
-// TTFT P50/P90/P99 per window against the SLA's P90 and P99 targets.
+// TTFT P50/P90/P99 per window, the axis fitted to the data; the SLA's P90 target is a line over
+// a shaded breach zone, P99 a line; a target far above the data is named in the corner instead.
 export function render(el, points, ctx) {
-  const x = xs(points);
-  const line = (y, name, dash) => ({ x: [x[0], x[x.length - 1]], y: [y, y], name, mode: "lines",
-    line: { dash, color: "#b3261e" } });
+  const fit = fitTargets(points, ["ttft_p50", "ttft_p90", "ttft_p99"], [
+    { value: ctx.sla.ttft_p90, name: "SLA P90", dash: "dash", band: true },
+    { value: ctx.sla.ttft_p99, name: "SLA P99", dash: "dot" },
+  ], "s");
   draw(el, [
-    { x, y: ys(points, "ttft_p50"), name: "P50", mode: "lines" },
-    { x, y: ys(points, "ttft_p90"), name: "P90", mode: "lines" },
-    { x, y: ys(points, "ttft_p99"), name: "P99", mode: "lines" },
-    line(ctx.sla.ttft_p90, "SLA P90", "dot"),
-    line(ctx.sla.ttft_p99, "SLA P99", "dash"),
-  ], { yaxis: { title: { text: "s" }, rangemode: "tozero" } });
+    ...lineTraces(points, ys(points, "ttft_p50"), { name: "P50", line: { color: COLORS[0] } }),
+    ...lineTraces(points, ys(points, "ttft_p90"), { name: "P90", line: { color: COLORS[1] } }),
+    ...lineTraces(points, ys(points, "ttft_p99"), { name: "P99", line: { color: COLORS[2] } }),
+  ], {
+    yaxis: { title: { text: "s" }, range: fit.range },
+    shapes: fit.shapes, annotations: fit.annotations,
+  }, points);
 }

@@ -1,11 +1,14 @@
-import { draw, xs, ys } from "./series.js";
+import { COLORS, draw, fitTargets, lineTraces, ys } from "./series.js";
 
-// WAN Gbps per window against the total WAN link capacity.
+// WAN Gbit/s per window, the axis fitted to the traffic; the links' total capacity is a line when
+// it is within reach, otherwise named in the corner (a lightly used line stays visible).
 export function render(el, points, ctx) {
-  const x = xs(points);
-  draw(el, [
-    { x, y: ys(points, "wan_gbps"), name: "WAN Gbps", mode: "lines", fill: "tozeroy" },
-    { x: [x[0], x[x.length - 1]], y: [ctx.wan_capacity_gbps, ctx.wan_capacity_gbps],
-      name: "capacity", mode: "lines", line: { dash: "dash", color: "#b3261e" } },
-  ], { yaxis: { title: { text: "Gbps" }, rangemode: "tozero" } });
+  const fit = fitTargets(points, ["wan_gbps"], [
+    { value: ctx.wan_capacity_gbps, name: "capacity", dash: "dash" },
+  ], "Gbit/s");
+  draw(el, lineTraces(points, ys(points, "wan_gbps"),
+    { name: "WAN Gbit/s", fill: "tozeroy", line: { color: COLORS[0] } }), {
+    yaxis: { title: { text: "Gbit/s" }, range: fit.range },
+    shapes: fit.shapes, annotations: fit.annotations,
+  }, points);
 }

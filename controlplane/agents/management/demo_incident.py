@@ -1,0 +1,52 @@
+"""The demo's scripted WAN incident, so that an SLA alert opens and resolves in the first minutes.
+
+A while after start, the emulated WAN line's round trip is raised (``POST /degrade`` on the
+emulator's control port, as an on-call drill would) for ``INCIDENT_S`` seconds, then set back to
+the topology's own value. Requests whose KV cache crosses the line wait those extra round trips
+before their first token, so the TTFT of that minute rises above the demo rule's threshold
+(``seed_demo``: TTFT P90 of a minute above 0.5 s) and falls back after. Nothing is faked: the
+alert is evaluated on the gateway's own records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pdd_core.agent.config import WanSpec, load_config
+from pdd_core.agent.wan_control import control_request
+
+INCIDENT_RTT_MS = 1500.0
+INCIDENT_S = 45.0
+
+
+def _degrade(wan: WanSpec, rtt_ms: float) -> tuple[int, dict[str, Any]]:
+    address = (wan.host, wan.control_port)
+    body = {"rtt_ms": rtt_ms}
+    return asyncio.run(control_request(address, wan.control_token, "POST", "/degrade", body))
+
+
+def _note(out: Any, text: str) -> None:
+    out.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+    out.flush()
+
+
+def wan_incident(config_path: Path, after_s: float, stop: threading.Event, log: Path) -> None:
+    """Raise the WAN round trip after ``after_s`` for ``INCIDENT_S``, then restore it; logs."""
+    with log.open("a", encoding="utf-8") as out:
+        if stop.wait(after_s):
+            return
+        try:
+            wan = load_config(config_path).wan
+            normal = wan.rtt_ms
+            status, body = _degrade(wan, INCIDENT_RTT_MS)
+            _note(out, f"WAN rtt {INCIDENT_RTT_MS} ms: {status} {body}")
+            if stop.wait(INCIDENT_S):
+                return  # the demo is stopping: the emulator goes with it
+            status, body = _degrade(wan, normal)
+            _note(out, f"WAN rtt back to {normal} ms: {status} {body}")
+        except (OSError, ValueError, KeyError, TimeoutError) as exc:
+            _note(out, f"incident not run: {exc!r}")

@@ -1,0 +1,38 @@
+"""``BodySizeLimitMiddleware``: a request body over ``PDD_MAX_BODY_BYTES`` is answered 413 (the
+error envelope under ``/api/``) from its ``Content-Length``, before it is read. (A body without a
+length is not parsed by DRF at all, and Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``, set to the same
+value, bounds what a form reads.) JSON limits are in ``parsers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from controlplane.core.errors import envelope
+
+
+def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
+    message = f"Request body over {limit} bytes."
+    if request.path.startswith("/api/"):
+        return JsonResponse(envelope(413, "too_large", message), status=413)
+    return HttpResponse(message, status=413, content_type="text/plain")
+
+
+class BodySizeLimitMiddleware:
+    """413 for a request body over ``settings.MAX_BODY_BYTES``, before a view reads it."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = int(settings.MAX_BODY_BYTES)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > limit:
+            return _too_large(request, limit)
+        return self.get_response(request)
