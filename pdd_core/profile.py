@@ -6,8 +6,8 @@
 throughput, decode-step times at measured batch sizes, KV bytes per token and KV export/import
 cost. Registered profiles replace the roofline in ``perf.prefill_time``, ``perf.extend_time``
 and ``perf.decode_step_time`` for their (model, chip) pair on single-chip instances, so the
-simulator, the planner and the router use them without knowing. ``PDD_PROFILES`` (paths separated by ``:``)
-registers profiles at import, so every CLI takes one without a flag.
+simulator, the planner and the router use them without knowing. ``PDD_PROFILES`` (paths
+separated by ``:``) registers profiles at import, so every CLI takes one without a flag.
 
 The model is deliberately simple and stated: prefill costs ``tokens / prefill_tokens_per_s``
 (measured at ``prefill_tokens`` per pass; attention growth with context is not modelled), and
