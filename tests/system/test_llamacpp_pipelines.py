@@ -196,14 +196,8 @@ def test_pdd_up_then_replay_on_llama_cpp_has_no_failure_and_hits_the_cache(
                 "2",
                 "--limit",
                 "12",
-                "--block-tokens",  # scaled down for the tiny model's 4096-token window
-                "2",
-                "--output-scale",
-                "8",
-                "--max-output",
-                "32",
-                "--timeout",
-                "120",
+                # The fixture's own scaling of the trace for the tiny model (what the demo uses).
+                *json.loads(TOPOLOGY.read_text())["demo_replay_args"],
             ],
             check=False,
             capture_output=True,

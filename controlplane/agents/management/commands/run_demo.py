@@ -251,10 +251,13 @@ class Demo:
 
     def _replay_loop(self, gateway: str) -> None:
         log = self.run_dir / "replay.log"
+        # A topology for a small real model scales the trace down ("demo_replay_args").
+        scale = json.loads(TOPOLOGY.read_text(encoding="utf-8")).get("demo_replay_args", [])
         while not self.stop.is_set():
             self.replay = self._spawn(
                 [sys.executable, "-m", "pdd_core", "replay", str(TRACE), "--gateway", gateway,
-                 "--api-key", self.demo.api_key, "--speed", str(self.speed)],
+                 "--api-key", self.demo.api_key, "--speed", str(self.speed),
+                 *[str(arg) for arg in scale]],
                 log,
             )  # fmt: skip
             while self.replay.poll() is None and not self.stop.wait(0.5):
