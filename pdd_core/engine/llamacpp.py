@@ -48,6 +48,7 @@ from pdd_core.engine.protocol import (
     check_chain,
     generate,
 )
+from pdd_core.engine.tokenizer import BOS, BYTE_VALUES, EOS, VOCAB_SIZE
 
 log = logging.getLogger(__name__)
 _TYPE_NAMES = {v: k for k, v in KV_TYPES.items()}
@@ -99,7 +100,16 @@ class LlamaCppEngine:
         self._model = lib.llama_model_load_from_file(settings.gguf.encode(), model_params)
         if not self._model:
             raise EngineError(f"gguf: llama.cpp could not load {settings.gguf!r}")
-        self.vocab_size = int(lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(self._model)))
+        vocab = lib.llama_model_get_vocab(self._model)
+        self.vocab_size = int(lib.llama_vocab_n_tokens(vocab))
+        self.byte_vocabulary = self._is_byte_vocabulary(vocab)
+        if not self.byte_vocabulary:
+            log.warning(
+                "%s: its vocabulary is not the byte vocabulary the data plane tokenizes with "
+                "(and stops on EOS %d of): its text will be garbled (docs/llamacpp.md)",
+                settings.gguf,
+                EOS,
+            )
         params = lib.llama_context_default_params()
         params.n_ctx = settings.n_ctx
         params.n_batch = params.n_ubatch = settings.n_batch
@@ -225,6 +235,17 @@ class LlamaCppEngine:
         self._lib.llama_model_free(self._model)
 
     # --- internals ---------------------------------------------------------------------------
+
+    def _is_byte_vocabulary(self, vocab: Any) -> bool:
+        """Whether ids mean what ``ByteTokenizer`` means: bytes 0-255, then BOS and EOS."""
+        if self.vocab_size != VOCAB_SIZE:
+            return False
+        text = self._lib.llama_vocab_get_text
+        return bool(
+            all(text(vocab, i) == f"<0x{i:02X}>".encode() for i in range(BYTE_VALUES))
+            and int(self._lib.llama_vocab_bos(vocab)) == BOS
+            and int(self._lib.llama_vocab_eos(vocab)) == EOS
+        )
 
     def _own(self, kv: SequenceKV) -> LlamaKV:
         if not isinstance(kv, LlamaKV) or kv.engine_id != id(self):

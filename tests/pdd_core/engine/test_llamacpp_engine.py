@@ -106,6 +106,7 @@ def test_the_gguf_file_carries_the_byte_vocabulary(gguf: Path, engine: LlamaCppE
     bos = reader.fields["tokenizer.ggml.bos_token_id"]
 
     assert engine.vocab_size == 258
+    assert engine.byte_vocabulary is True
     assert texts[:2] == ["<0x00>", "<0x01>"]
     assert texts[65] == "<0x41>"
     assert texts[256:] == ["<s>", "</s>"]
