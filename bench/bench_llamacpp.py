@@ -147,6 +147,8 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=128, help="decode context per sequence")
     parser.add_argument("--steps", type=int, default=5, help="decode steps timed per batch")
     parser.add_argument("--profile-out", type=Path)
+    parser.add_argument("--model-id", default="tiny-cpu", help="model id the profile is for")
+    parser.add_argument("--chip-id", default="this-cpu", help="chip id the profile is for")
     args = parser.parse_args()
 
     heads = args.dim // 64
@@ -223,8 +225,8 @@ def main() -> int:
 
     if args.profile_out:
         profile = MeasuredProfile(
-            model=spec.id,
-            chip=chip.id,
+            model=args.model_id,
+            chip=args.chip_id,
             prefill_tokens_per_s=args.prefill_tokens / prefill_s,
             decode_step_s=tuple(steps.items()),
             kv_bytes_per_token=float(kv_per_token),
