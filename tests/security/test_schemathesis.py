@@ -62,6 +62,7 @@ def world(db: Any) -> None:
     factories.price_book(model=model)
 
 
+@pytest.mark.timeout(3600)  # about 2,500 requests; minutes on a loaded CI machine
 def test_every_operation_answers_what_the_schema_says(
     issue_token: Any, world: None, _keep_test_connection: None, _queued_plans_stay_queued: None
 ) -> None:
