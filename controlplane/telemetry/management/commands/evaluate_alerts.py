@@ -25,8 +25,7 @@ class Command(BaseCommand):
             while True:
                 result = alerts_evaluate()
                 self.stdout.write(
-                    f"opened {result.opened}, updated {result.updated}, "
-                    f"resolved {result.resolved}"
+                    f"opened {result.opened}, updated {result.updated}, resolved {result.resolved}"
                 )
                 if every <= 0:
                     return
