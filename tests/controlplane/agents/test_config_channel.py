@@ -159,3 +159,25 @@ async def test_malformed_ack_is_answered_not_applied() -> None:
     agent = await sync_to_async(Agent.objects.get)(pk=agent_id)
     assert agent.config_version is None
     await ws.disconnect()
+
+
+async def test_an_expiring_token_is_refused_and_its_socket_closed_when_it_expires() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    agent_id, _, _ = await sync_to_async(_setup)()
+    site = await sync_to_async(lambda: Agent.objects.get(pk=agent_id).site)()
+    expires = timezone.now() + timedelta(seconds=1.5)
+    secret = await sync_to_async(
+        lambda: api_token_issue(name="short", scope="agent", site=site, expires_at=expires).secret
+    )()
+    ws, connected, _ = await _connect(f"/ws/agents/{agent_id}/", secret)
+    await ws.receive_json_from(timeout=5)
+
+    closed = await ws.receive_output(timeout=3.5)
+
+    assert connected
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert timezone.now() >= expires
+    assert await refusal_code(f"/ws/agents/{agent_id}/", secret) == 4401
