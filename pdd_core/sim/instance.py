@@ -261,7 +261,11 @@ class Instance:
         last = now if k > 1 else first
         inner_gap = self._s1 if k > 1 else 0.0
         keep: list[Seq] = []
-        for seq in self.batch:
+        batch = self.batch
+        # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
+        # take what they still had with them (a finished one's overshoot comes back).
+        remaining = self._remaining - k * len(batch)
+        for seq in batch:
             flight = seq.flight
             if seq.done == 0 and seq.role is Role.MAIN_DECODE:
                 flight.md_first_s = first
@@ -277,19 +281,21 @@ class Instance:
             seq.allocated += k
             seq.remaining -= k
             if seq.remaining <= 0:
+                remaining -= seq.remaining
                 self._release(seq)
                 self.host.on_seq_finished(seq, now)
             elif seq.probe:
                 seq.probe = False
                 if self.host.on_probe(seq, now):
+                    remaining -= seq.remaining
                     self._release(seq)
                 else:
                     keep.append(seq)
             else:
                 keep.append(seq)
-        self.kv_used += k * len(self.batch)
+        self.kv_used += k * len(batch)
         self.batch = keep
-        self._remaining = sum(s.remaining for s in keep)
+        self._remaining = remaining
 
     def _release(self, seq: Seq) -> None:
         self.kv_used -= seq.allocated
