@@ -66,6 +66,7 @@ class Instance:
         max_batch: int,
         chunk_tokens: int,
         cache: RadixCache | None = None,
+        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
     ) -> None:
         self.host = host
         self.name = name
@@ -94,7 +95,8 @@ class Instance:
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
         self._step_lines: dict[int, tuple[float, float, float, float, float]] = {}
-        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {}
+        # Prefill times by (new, cached, batch); identical instances of a pool share one.
+        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {} if memo is None else memo
         self._remaining = 0  # tokens still to emit, summed over the running batch
 
     # ---- load, as the router sees it ------------------------------------------------------
