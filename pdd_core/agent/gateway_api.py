@@ -188,11 +188,18 @@ class GatewayApi:
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
         return body
 
-    async def _prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
+    async def _prompt(self, body: dict[str, Any], chat: bool) -> tuple[list[int], list[int]]:
+        """The prompt's tokens and block hashes (a long one off the event loop), so the
+        routing decision never hashes."""
         given = request_text(body, chat)
-        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
-            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
-        return prompt_tokens(given, self.gateway.tokenizer)
+
+        def intake() -> tuple[list[int], list[int]]:
+            tokens = prompt_tokens(given, self.gateway.tokenizer)
+            return tokens, self.gateway.prompt_hashes(tokens)
+
+        if len(given) > 4096:
+            return await asyncio.to_thread(intake)
+        return intake()
 
     def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
         choices = body.get("n")
@@ -224,12 +231,12 @@ class GatewayApi:
                 "model_not_found",
                 param="model",
             )
-        prompt = await self._prompt(body, chat)
+        prompt, hashes = await self._prompt(body, chat)
         max_tokens = self._max_tokens(body, len(prompt))
         given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
-            route = self.gateway.route(prompt, max_tokens, override)
+            route = self.gateway.route(prompt, max_tokens, override, hashes)
         except UpstreamError as exc:
             raise HttpError(503, str(exc), "server_error") from None
         if route.rejected:
@@ -271,6 +278,7 @@ class GatewayApi:
                 prefix,
                 failed=job.failed,
                 error=job.error or ("client gone" if job.failed else ""),
+                delivered=job.delivered,
             )
 
     async def _whole(self, job: Job) -> web.Response:
@@ -282,6 +290,7 @@ class GatewayApi:
             job.error = str(exc)
             raise HttpError(502, str(exc), "server_error", "upstream_error") from None
         job.failed = False
+        job.delivered = job.completion.count
         body = job.completion.full(job.outcome, job.route)
         return web.json_response(body, headers=job.headers())
 
@@ -297,6 +306,7 @@ class GatewayApi:
                 async for fresh, seen in job.tokens:
                     job.outcome = seen
                     await response.write(event(completion.chunk(fresh)))
+                    job.delivered += len(fresh)
             except UpstreamError as exc:
                 job.error = str(exc)
                 error = HttpError(502, str(exc), "server_error", "upstream_error")
@@ -322,6 +332,7 @@ class Job:
         self.outcome: Outcome | None = None
         self.failed = True
         self.error = ""
+        self.delivered = 0  # tokens that reached the client: what a failure is billed for
 
     def headers(self) -> dict[str, str]:
         return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
