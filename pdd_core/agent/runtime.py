@@ -61,6 +61,13 @@ def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engin
         if spec.decode_step_s > 0 or spec.prefill_s > 0:
             return _StepFloor(tiny, spec.decode_step_s, spec.prefill_s)
         return tiny
+    if spec.kind == "llamacpp":
+        from pdd_core.engine.llamacpp import engine_from_spec
+
+        real = engine_from_spec(spec.llamacpp, spec.block_size)
+        if spec.decode_step_s > 0 or spec.prefill_s > 0:
+            return _StepFloor(real, spec.decode_step_s, spec.prefill_s)
+        return real
     from pdd_core.engine.timed import TimedEngine
 
     model = load_models()[spec.model]
@@ -108,14 +115,12 @@ class _StepFloor:
 
 
 class Predictor:
-    """Predicted prefill, decode-step and WAN-transfer seconds, from the physics the engines
-    follow.
+    """Predicted prefill and decode-step seconds, from the physics the engines follow.
 
     The router never derives physics itself (``pdd_core.routing``); the gateway feeds it these.
     TimedEngine's passes are ``pdd_core.perf`` times scaled by ``time_scale``; the tiny model
-    has a configured cost per miss token and its decode-step floor. A transfer is its bytes,
-    after the bytes the flows already on the line carry first, over the line, plus one round
-    trip (``transfer.FairShareLink``'s model: flows share the capacity equally).
+    has a configured cost per miss token and its decode-step floor. WAN time is
+    ``pdd_core.predict``'s (the gateway gives it ``kv_bytes_per_token`` and the line).
     """
 
     def __init__(self, config: DataPlaneConfig) -> None:
@@ -128,6 +133,10 @@ class Predictor:
                 role: chips[spec.chips.get(role, "h800")] for role in ("prefill", "relay", "main")
             }
             self.kv_bytes_per_token = perf.kv_bytes(self._model, 1) * spec.payload_scale
+        elif spec.kind == "llamacpp":
+            from pdd_core.engine.llamacpp_config import kv_bytes_per_token, settings_from_mapping
+
+            self.kv_bytes_per_token = kv_bytes_per_token(settings_from_mapping(spec.llamacpp))
         else:
             from pdd_core.engine.tiny import TinyConfig
 
@@ -155,14 +164,6 @@ class Predictor:
     def kv_bytes(self, tokens: int) -> float:
         """Wire bytes of ``tokens`` tokens of KV (payload scale applied)."""
         return max(0, tokens) * self.kv_bytes_per_token
-
-    def transfer_s(self, wire_bytes: float, backlog_bytes: float = 0.0) -> float:
-        """Seconds to move ``wire_bytes`` when ``backlog_bytes`` go first (0 bytes: none)."""
-        wan = self._config.wan
-        if wire_bytes <= 0:
-            return 0.0
-        bits = (wire_bytes + backlog_bytes) * 8
-        return bits / (wan.bandwidth_gbps * 1e9) + wan.rtt_ms / 1e3
 
 
 class Conn:
