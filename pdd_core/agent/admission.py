@@ -8,9 +8,8 @@ load) until the agent is done with it: the relay's slot frees at the handoff, MD
 A request that finds no slot on the agents its pipeline needs (and no other pipeline that
 could serve it) gets 429 with ``Retry-After``.
 
-The same object tracks the KV transfers crossing the WAN (bytes per request from routing until
-P's ``KV_DONE``), so the router predicts a new transfer against the flows already sharing the
-line instead of an idle one.
+The same object tracks the KV transfers crossing the WAN (per request from routing until P's
+``KV_DONE``): the flows ``pdd_core.predict`` shares the line among for a new transfer.
 """
 
 from __future__ import annotations
@@ -62,11 +61,6 @@ class Admission:
             self.held[agent] -= 1
         self.wan.pop(ticket, None)
 
-    def wan_backlog(self, mine: float) -> float:
-        """Bytes the line carries before a new flow of ``mine`` bytes completes, under fair
-        sharing: each flow in flight delays it by at most its own size or ``mine``."""
-        return sum(min(other, mine) for other in self.wan.values())
-
 
 def servable(
     pipeline: Pipeline, reason: str, relay_free: bool, main_free: bool
@@ -78,7 +72,7 @@ def servable(
     if (not needs_relay or relay_free) and (not needs_main or main_free):
         return pipeline, reason
     if relay_free:
-        return Pipeline.P_RLD, "no main decode slot: the relay finishes it"
+        return Pipeline.P_RLD, "no main decode reachable with a free slot: the relay finishes it"
     if main_free:
-        return Pipeline.P_MD, "no relay slot: main decode serves it"
+        return Pipeline.P_MD, "no relay reachable with a free slot: main decode serves it"
     return None, "no decode slot free"

@@ -19,19 +19,18 @@ import functools
 import itertools
 import logging
 import math
-import time
-import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pdd_core.agent.admission import Admission, servable
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.gateway_control import applied
+from pdd_core.agent.gateway_probe import LinkProbe
+from pdd_core.agent.gateway_run import RequestRunner
 from pdd_core.agent.gateway_types import (
     Outcome,
     RecordContext,
     Route,
-    StreamMerge,
     UpstreamError,
     gateway_record,
 )
@@ -39,18 +38,23 @@ from pdd_core.agent.journal import Journal
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
-from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
+from pdd_core.engine.tokenizer import TextTokenizer, tokenizer_for
+from pdd_core.predict import (
+    DecodeState,
+    LinkState,
+    PrefillState,
+    choose_relay,
+    predict,
+    predicted_ttft_s,
+)
 from pdd_core.routing import (
-    InstanceView,
     Pipeline,
-    RouteFeatures,
-    choose_instance,
-    choose_pipeline,
     predict_rejection,
 )
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
+KV_UNKNOWN = 1 << 62  # the agents do not report their KV pools: slots bound admission
 
 
 def context_window(config: DataPlaneConfig) -> int:
@@ -63,7 +67,7 @@ def context_window(config: DataPlaneConfig) -> int:
     return min(window, cap) if cap > 0 else window
 
 
-class Gateway:
+class Gateway(RequestRunner):
     """Connections, cache views, routing and request execution (HTTP lives in gateway_api)."""
 
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
@@ -81,6 +85,7 @@ class Gateway:
         self.views: dict[str, set[int]] = {}
         self.queued_s: dict[str, float] = {}
         self.active: dict[str, asyncio.Queue[tuple[str, Frame | None]]] = {}
+        self.avoid: set[str] = set()  # agents a resumed request must not be routed to
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tickets = itertools.count(1)
@@ -103,10 +108,14 @@ class Gateway:
                     connect_timeout_s=config.limits.connect_timeout_s,
                     auth=auth,
                 )
+        remote = {a.id: self.links[a.id] for a in config.agents if a.id in self.links
+                  and a.site != self.spec.site}  # fmt: skip
+        self.probe = LinkProbe(remote, self._lost)
 
     async def start(self) -> None:
-        task = asyncio.create_task(self._keep_connected())
-        self._tasks.add(task)
+        for job in (self._keep_connected(), self.probe.run()):
+            task = asyncio.create_task(job)
+            self._tasks.add(task)
         await self._connect_all()
 
     async def close(self) -> None:
@@ -130,9 +139,15 @@ class Gateway:
             await self._connect_all()
 
     def up(self, role: str) -> list[str]:
-        return [a.id for a in self.config.of_role(role) if self.links[a.id].up]
+        """Agents of ``role`` to route to: connected, answering probes, not being avoided."""
+        down = self.avoid | self.probe.unreachable
+        return [a.id for a in self.config.of_role(role) if self.links[a.id].up and a.id not in down]
 
     async def _on_frame(self, agent_id: str, frame: Frame) -> None:
+        if agent_id in self.probe.links:
+            self.probe.answered(agent_id)  # any frame shows the path works
+        if self.probe.is_probe(frame):
+            return
         if frame.type is FrameType.CACHE_EVENT:
             view = self.views[agent_id]
             if frame.body.get("reset"):
@@ -146,8 +161,12 @@ class Gateway:
 
     def _on_down(self, link: PeerLink) -> None:
         self.views[link.name].clear()
+        self._lost(link.name)
+
+    def _lost(self, agent_id: str) -> None:
+        """Tell every request in flight that ``agent_id`` is gone (each decides if it cares)."""
         for queue in self.active.values():
-            queue.put_nowait((link.name, None))
+            queue.put_nowait((agent_id, None))
 
     def _hit(self, agent_id: str, hashes: list[int], input_tokens: int) -> int:
         view = self.views[agent_id]
@@ -158,68 +177,64 @@ class Gateway:
             held += 1
         return min(held * self.block_size, input_tokens)
 
-    def route(self, prompt: list[int], max_tokens: int, override: dict[str, Any]) -> Route:
-        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does.
+    def prompt_hashes(self, prompt: list[int]) -> list[int]:
+        """The prompt's block hashes, computed where the prompt is taken in (the API does it
+        in the tokenizer's thread), so the routing decision itself never hashes."""
+        return block_hashes(prompt, self.block_size)
+
+    def route(
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        override: dict[str, Any],
+        hashes: list[int] | None = None,
+    ) -> Route:
+        """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does:
+        ``pdd_core.predict.predict`` on the state this gateway observes (``predict_state``).
 
         Only agents that are up and have a free decode slot are candidates; a pipeline whose
         decode stage has none falls back to the other decode path, and with neither the
         request is rejected (429) before it costs anything.
         """
-        hashes = block_hashes(prompt, self.block_size)
+        if hashes is None:
+            hashes = self.prompt_hashes(prompt)
         prefills = self.up("prefill")
         relays_up, mains_up = self.up("relay"), self.up("main")
         if not prefills or not (relays_up or mains_up):
             raise UpstreamError("no prefill or decode agent is reachable")
         relays = self.admission.with_room(relays_up)
         mains = self.admission.with_room(mains_up)
-        views = []
-        for index, agent in enumerate(prefills):
-            cached = self._hit(agent, hashes, len(prompt))
-            service = self.predictor.prefill_s(len(prompt) - cached, cached)
-            views.append(InstanceView(index, cached, self.queued_s[agent], service))
-        chosen = choose_instance(views)
-        prefill = prefills[chosen.index]
-        main, hit_md, transfer, wan_bytes = None, 0, math.inf, 0.0
-        if mains:
-            md_views = []
-            for index, agent in enumerate(mains):
-                cached = self._hit(agent, hashes, len(prompt))
-                mine = self.predictor.kv_bytes(len(prompt) - cached)
-                seconds = self.predictor.transfer_s(mine, self.admission.wan_backlog(mine))
-                wait = self.predictor.decode_step_s("main", self.admission.held[agent] + 1)
-                md_views.append(InstanceView(index, cached, wait, seconds))
-            md = choose_instance(md_views)
-            main, hit_md, transfer = mains[md.index], md.cached_tokens, md.service_s
-            wan_bytes = self.predictor.kv_bytes(len(prompt) - hit_md)
-        features = RouteFeatures(
-            input_tokens=len(prompt),
-            hit_tokens_p=chosen.cached_tokens,
-            hit_tokens_md=hit_md,
-            predicted_output_tokens=max_tokens,
-            wan_transfer_s=transfer,
-        )
-        decision = choose_pipeline(features, self.config.routing)
-        pipeline, reason = decision.pipeline, decision.reason
+        state = self.predict_state(prompt, hashes, prefills, relays, mains)
+        guess = predict(
+            input_tokens=len(prompt), output_tokens=max_tokens, **state,
+            table=self.config.routing, sla=self.config.sla,
+        )  # fmt: skip
+        pipeline, reason = guess.pipeline, guess.reason
         forced = override.get("pipeline")
         if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
             pipeline, reason = Pipeline(forced), "forced by the request"
+        main = mains[guess.md_index] if guess.md_index >= 0 else None
         served, reason = servable(pipeline, reason, bool(relays), main is not None)
-        relay = relays[0] if relays and served is not Pipeline.P_MD else None
-        ttft = chosen.queue_s + chosen.service_s
-        if served is Pipeline.P_MD:
-            ttft += transfer + self.predictor.decode_step_s("main", 1)
+        relay_index = guess.relay_index if guess.relay_index >= 0 else choose_relay(
+            state["relays"])  # fmt: skip
+        relay = relays[relay_index] if relays and served is not Pipeline.P_MD else None
+        if served is guess.pipeline:
+            ttft = guess.predicted_ttft_s
+        elif served is Pipeline.P_MD:
+            ttft = predicted_ttft_s(guess.p_wait_s, guess.prefill_s, guess.wan_s, guess.md_wait_s)
         else:
-            held = self.admission.held[relay] if relay else 0
-            ttft += self.predictor.decode_step_s("relay", held + 1)
+            ttft = predicted_ttft_s(guess.p_wait_s, guess.prefill_s, 0.0, 0.0)
         full = served is None
         rejected = full or predict_rejection(ttft, self.config.sla, self.config.routing)
         if rejected and not full:
             reason = f"predicted TTFT {ttft:.1f} s over the {self.config.sla.ttft_p99_s:g} s target"
+        prefill = prefills[guess.prefill_index]
         ticket = next(self._tickets)
         if not rejected:  # reserve the prefill and the slots now: a burst sees its own load
-            self._reserved[ticket] = (prefill, chosen.service_s)
-            self.queued_s[prefill] += chosen.service_s
+            self._reserved[ticket] = (prefill, guess.prefill_s)
+            self.queued_s[prefill] += guess.prefill_s
             decoder = main if served is not Pipeline.P_RLD else None
+            wan_bytes = self.predictor.kv_bytes(len(prompt) - guess.hit_tokens_md)
             self.admission.hold(ticket, (relay, decoder), wan_bytes if decoder else 0.0)
         return Route(
             pipeline=served or pipeline,
@@ -227,13 +242,56 @@ class Gateway:
             prefill=prefill,
             relay=relay,
             main=main if served not in (Pipeline.P_RLD, None) else None,
-            hit_tokens_p=chosen.cached_tokens,
-            hit_tokens_md=hit_md,
+            hit_tokens_p=guess.hit_tokens_p,
+            hit_tokens_md=guess.hit_tokens_md,
             predicted_ttft_s=ttft,
-            prefill_s=chosen.service_s,
+            prefill_s=guess.prefill_s,
             rejected=rejected,
-            retry_after_s=1 if full else max(1, math.ceil(chosen.queue_s)),
+            retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
+        )
+
+    def predict_state(
+        self,
+        prompt: list[int],
+        hashes: list[int],
+        prefills: list[str],
+        relays: list[str],
+        mains: list[str],
+    ) -> dict[str, Any]:
+        """What this gateway observes, in ``pdd_core.predict``'s terms (its docstring defines
+        each field): P queues are the prefill seconds reserved and not yet prefilled, hits come
+        from the cache views, decode load is the slots held, the WAN's flows are the KV
+        transfers routed and not yet reported done; the in-site path to RLD is not modelled."""
+        n = len(prompt)
+        p_states = []
+        for agent in prefills:
+            cached = self._hit(agent, hashes, n)
+            p_states.append(
+                PrefillState(
+                    self.queued_s[agent], cached, self.predictor.prefill_s(n - cached, cached)
+                )
+            )
+        wan = self.config.wan
+        return {
+            "prefills": p_states,
+            "mains": [self._decode_state("main", a, self._hit(a, hashes, n)) for a in mains],
+            "relays": [self._decode_state("relay", a, 0) for a in relays],
+            "wan": LinkState(wan.bandwidth_gbps, wan.rtt_ms, len(self.admission.wan))
+            if mains
+            else None,
+            "rdma": None,
+            "kv_bytes_per_token": self.predictor.kv_bytes_per_token,
+        }
+
+    def _decode_state(self, role: str, agent: str, hit: int) -> DecodeState:
+        held = self.admission.held[agent]
+        return DecodeState(
+            active=held,
+            max_batch=self.admission.capacity[agent],
+            free_kv_tokens=KV_UNKNOWN,
+            step_s=self.predictor.decode_step_s(role, held) if held else 0.0,
+            hit_tokens=hit,
         )
 
     def release_prefill(self, route: Route) -> None:
@@ -247,121 +305,6 @@ class Gateway:
         flow (idempotent: finished, failed or abandoned)."""
         self.release_prefill(route)
         self.admission.release(route.ticket)
-
-    async def generate(
-        self,
-        route: Route,
-        prompt: list[int],
-        max_tokens: int,
-        tenant: str,
-        override: dict[str, Any],
-        *,
-        request_id: str = "",
-    ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
-        """Run a routed request; yields each batch of new tokens in order with the outcome.
-
-        ``request_id`` is the response's ``id`` (the API picks it), so a client can find its
-        request in the control plane's records; one is made up when it is not given.
-        """
-        rid = request_id or f"cmpl-{uuid.uuid4().hex}"
-        outcome = Outcome(rid, route)
-        queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
-        self.active[rid] = queue
-        prefilled = False
-        involved = [a for a in (route.relay, route.main) if a is not None]
-        meta = {
-            "max_tokens": max_tokens,
-            "pipeline": route.pipeline.value,
-            "tenant": tenant,
-            "rld": route.relay,
-            "md": route.main,
-            "handoff_mode": override.get("handoff_mode")
-            if self.config.allow_route_override
-            else None,
-        }
-        finished = False
-        try:
-            for agent in involved:
-                await self.links[agent].send(control(FrameType.GENERATE, rid, meta))
-            body = dict(meta, prompt_tokens=prompt)
-            await self.links[route.prefill].send(control(FrameType.GENERATE, rid, body))
-            merge = StreamMerge()
-            deadline = time.monotonic() + self.config.limits.request_timeout_s
-            first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
-            while not merge.complete or not prefilled:
-                # Once every token is out only the statistics are missing: wait briefly.
-                # Before the first token the wait is the TTFT bound (a queue and a WAN
-                # transfer may come first); between tokens a silence is a failure.
-                wait = 2.0 if merge.complete else self.config.limits.idle_timeout_s
-                if merge.delivered == 0 and not merge.complete:
-                    wait = max(wait, first_token_by - time.monotonic())
-                wait = min(wait, deadline - time.monotonic())
-                try:
-                    source, frame = await asyncio.wait_for(queue.get(), max(wait, 0.001))
-                except TimeoutError:
-                    if merge.complete:
-                        break
-                    raise UpstreamError("timed out waiting for the data plane") from None
-                if frame is None:
-                    if self._fatal(source, route, outcome, prefilled):
-                        raise UpstreamError(f"agent {source} went down")
-                    continue
-                if frame.type is FrameType.ERROR:
-                    raise UpstreamError(
-                        f"{source}: {frame.body.get('code')}: {frame.body.get('message', '')}"
-                    )
-                if frame.type is FrameType.KV_DONE:
-                    prefilled = True
-                    self.release_prefill(route)
-                    self.admission.end_transfer(route.ticket)
-                    outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
-                    outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
-                    outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
-                    continue
-                if frame.type is not FrameType.TOKENS:
-                    continue
-                if "handoff_mode" in frame.body:
-                    outcome.handoff_mode = str(frame.body["handoff_mode"])
-                    self.admission.end_slot(route.ticket, route.relay)  # RLD is done
-                index = int(frame.body.get("index", 0))
-                tokens = [int(t) for t in frame.body.get("tokens", [])]
-                delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
-                fresh = [token for token, _ in delivered]
-                outcome.tokens.extend(fresh)
-                from_md = sum(1 for _, origin in delivered if origin == route.main)
-                outcome.md_tokens += from_md
-                outcome.rld_tokens += len(delivered) - from_md
-                if fresh:
-                    now = time.time()
-                    outcome.first_token_at = outcome.first_token_at or now
-                    outcome.last_token_at = now
-                    yield fresh, outcome
-            finished = True
-            outcome.finish_reason = (
-                "stop" if outcome.tokens and outcome.tokens[-1] == EOS else "length"
-            )
-        finally:
-            self.active.pop(rid, None)
-            self.release(route)
-            if not finished:
-                for agent in (route.prefill, *involved):
-                    link = self.links[agent]
-                    if link.up:
-                        with contextlib.suppress(ConnectionError, TimeoutError):
-                            await asyncio.wait_for(
-                                link.send(control(FrameType.CANCEL, rid, {"reason": "gateway"})),
-                                1.0,
-                            )
-
-    def _fatal(self, agent: str, route: Route, outcome: Outcome, prefilled: bool) -> bool:
-        """Whether losing ``agent`` dooms the request at this point."""
-        if agent == route.prefill:
-            return not prefilled
-        if agent == route.relay:
-            return route.main is None or (outcome.md_tokens == 0 and not outcome.handoff_mode)
-        if agent == route.main:
-            return route.relay is None or bool(outcome.handoff_mode) or outcome.md_tokens > 0
-        return False
 
     async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
         """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once
@@ -388,6 +331,7 @@ class Gateway:
         failed: bool,
         request_id: str = "",
         error: str = "",
+        delivered: int | None = None,
     ) -> None:
         """Write the gateway's complete record of a request (or a rejection, by request_id): its
         figures and its fate (the agents of each stage, the handoff, what failed)."""
@@ -399,6 +343,7 @@ class Gateway:
             failed=failed,
             error=error,
             request_id=request_id,
+            delivered=delivered,
         )
         self.journal.append(record.to_json())
         if not failed and not route.rejected:

@@ -54,6 +54,7 @@ BODY_TIMEOUT_S = 30.0
 KEEPALIVE_TIMEOUT_S = 75.0
 REQUEST_ID = web.RequestKey("pdd_request_id", str)
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+DONE = b"data: [DONE]\n\n"
 
 
 def key_prefix(key: str) -> str:
@@ -187,11 +188,18 @@ class GatewayApi:
             raise HttpError(400, "body: must be a JSON object", "invalid_request_error")
         return body
 
-    async def _prompt(self, body: dict[str, Any], chat: bool) -> list[int]:
+    async def _prompt(self, body: dict[str, Any], chat: bool) -> tuple[list[int], list[int]]:
+        """The prompt's tokens and block hashes (a long one off the event loop), so the
+        routing decision never hashes."""
         given = request_text(body, chat)
-        if isinstance(given, str) and len(given) > 4096:  # a long text: off the event loop
-            return await asyncio.to_thread(prompt_tokens, given, self.gateway.tokenizer)
-        return prompt_tokens(given, self.gateway.tokenizer)
+
+        def intake() -> tuple[list[int], list[int]]:
+            tokens = prompt_tokens(given, self.gateway.tokenizer)
+            return tokens, self.gateway.prompt_hashes(tokens)
+
+        if len(given) > 4096:
+            return await asyncio.to_thread(intake)
+        return intake()
 
     def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
         choices = body.get("n")
@@ -223,12 +231,12 @@ class GatewayApi:
                 "model_not_found",
                 param="model",
             )
-        prompt = await self._prompt(body, chat)
+        prompt, hashes = await self._prompt(body, chat)
         max_tokens = self._max_tokens(body, len(prompt))
         given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
-            route = self.gateway.route(prompt, max_tokens, override)
+            route = self.gateway.route(prompt, max_tokens, override, hashes)
         except UpstreamError as exc:
             raise HttpError(503, str(exc), "server_error") from None
         if route.rejected:
@@ -270,6 +278,7 @@ class GatewayApi:
                 prefix,
                 failed=job.failed,
                 error=job.error or ("client gone" if job.failed else ""),
+                delivered=job.delivered,
             )
 
     async def _whole(self, job: Job) -> web.Response:
@@ -281,6 +290,7 @@ class GatewayApi:
             job.error = str(exc)
             raise HttpError(502, str(exc), "server_error", "upstream_error") from None
         job.failed = False
+        job.delivered = job.completion.count
         body = job.completion.full(job.outcome, job.route)
         return web.json_response(body, headers=job.headers())
 
@@ -291,22 +301,23 @@ class GatewayApi:
         completion = job.completion
         try:
             await response.prepare(request)
-            await send_event(response, completion.first_chunk())
+            await response.write(event(completion.first_chunk()))
             try:
                 async for fresh, seen in job.tokens:
                     job.outcome = seen
-                    await send_event(response, completion.chunk(fresh))
+                    await response.write(event(completion.chunk(fresh)))
+                    job.delivered += len(fresh)
             except UpstreamError as exc:
                 job.error = str(exc)
                 error = HttpError(502, str(exc), "server_error", "upstream_error")
-                await send_event(response, error.body())
-                await send_done(response)
+                await response.write_eof(event(error.body()) + DONE)
                 return response
             job.failed = False
-            await send_event(response, completion.last_chunk(job.outcome))
+            # The last events go out in one write, with the end of the chunked body.
+            tail = event(completion.last_chunk(job.outcome))
             if usage:
-                await send_event(response, completion.usage_chunk(job.outcome, job.route))
-            await send_done(response)
+                tail += event(completion.usage_chunk(job.outcome, job.route))
+            await response.write_eof(tail + DONE)
         except ConnectionError:
             log.info("gateway: client left stream %s", completion.id)
         return response
@@ -321,15 +332,12 @@ class Job:
         self.outcome: Outcome | None = None
         self.failed = True
         self.error = ""
+        self.delivered = 0  # tokens that reached the client: what a failure is billed for
 
     def headers(self) -> dict[str, str]:
         return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
 
 
-async def send_event(response: web.StreamResponse, body: Any) -> None:
-    await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
-
-
-async def send_done(response: web.StreamResponse) -> None:
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
+def event(body: Any) -> bytes:
+    """One server-sent event carrying ``body`` as JSON."""
+    return b"data: " + json.dumps(body).encode() + b"\n\n"

@@ -51,6 +51,7 @@ class Outcome:
     md_tokens: int = 0
     handoff_mode: str = ""
     error: str = ""
+    resumes: int = 0  # attempts after the first (an agent was lost mid-way)
     finish_reason: str = "length"
     arrival: float = field(default_factory=time.time)
     first_token_at: float | None = None
@@ -111,10 +112,12 @@ def gateway_record(
     failed: bool,
     error: str = "",
     request_id: str = "",
+    delivered: int | None = None,
 ) -> RequestRecord:
     """The gateway's complete record of a request: figures, fate (the agent of each stage,
     the handoff, what failed) and whether it met the SLA. A failure is billed only for what
-    it delivered: ``output_tokens`` counts the tokens that reached the client."""
+    it delivered: ``output_tokens`` counts the tokens that reached the client (``delivered``,
+    when the caller knows it; else every token the data plane produced)."""
     now = time.time()
     record = RequestRecord(
         request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
@@ -137,7 +140,7 @@ def gateway_record(
         record.error = f"rejected: {route.reason}"
     if outcome is not None:
         record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
-        record.output_tokens = len(outcome.tokens)
+        record.output_tokens = len(outcome.tokens) if delivered is None else delivered
         record.wan_bytes = outcome.wan_bytes
         record.handoff_mode = outcome.handoff_mode
         record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens

@@ -10,6 +10,7 @@ the token its last extend predicted, and streams from the position after the las
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -33,6 +34,7 @@ class MainDecodeAgent(AgentBase):
         self.paced = PacedEngine(self.engine)
         self.streams: dict[str, Stream] = {}
         self.query: dict[str, tuple[list[int], int]] = {}  # rid -> (hashes, blocks held)
+        self.sources: dict[str, Conn] = {}  # rid -> P's connection while its KV is arriving
         self.pins: dict[str, list[int]] = {}
         self.watchers: dict[str, Conn] = {}
         self.pending: dict[str, int] = {}  # rid -> token the last extend predicted
@@ -63,6 +65,7 @@ class MainDecodeAgent(AgentBase):
             held = self.drc.match(hashes)
             self.drc.pin(hashes[:held])
             self.query[rid] = (hashes, held)
+            self.sources[rid] = conn
             self._stream(rid)
             await conn.send(control(FrameType.KV_HAVE, rid, {"blocks": held}))
             return
@@ -92,6 +95,11 @@ class MainDecodeAgent(AgentBase):
         if current is not None:  # a failed import released it
             await self._maybe_start(current)
 
+    @staticmethod
+    async def _quietly(conn: Conn, frame: Frame) -> None:
+        with contextlib.suppress(ConnectionError):
+            await conn.send(frame)
+
     async def _late(self, conn: Conn, frame: Frame) -> None:
         """A frame of a request already released here (cancelled, finished, failed).
 
@@ -117,6 +125,7 @@ class MainDecodeAgent(AgentBase):
         self.pins[stream.request_id] = full[: self.drc.pin(full)]
         stream.blocks = []
         stream.kv_done = done
+        self.sources.pop(stream.request_id, None)
         stream.meta.setdefault("md_have_blocks", held)
         await self.cache_event(added, removed, False)
 
@@ -186,6 +195,11 @@ class MainDecodeAgent(AgentBase):
 
     def _release(self, stream: Stream) -> None:
         self.release_id(stream.request_id)
+        source = self.sources.pop(stream.request_id, None)
+        if source is not None and stream.kv_done is None and not source.closed:
+            # P is still sending this request's KV across the WAN: tell it to stop.
+            stop = control(FrameType.CANCEL, stream.request_id, {"reason": "released"})
+            self.spawn(self._quietly(source, stop))
         self.streams.pop(stream.request_id, None)
         self.loop.remove(stream)
         self.watchers.pop(stream.request_id, None)

@@ -52,6 +52,8 @@ class PrefillAgent(AgentBase):
         self.cancelled: set[str] = set()
         self.queued: set[str] = set()
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
+        # (MD, rid) -> when MD said it released the request while its KV was still crossing.
+        self.abandoned: dict[tuple[str, str], float] = {}
 
     async def start(self) -> None:
         await super().start()
@@ -72,6 +74,9 @@ class PrefillAgent(AgentBase):
             self.cancelled.add(frame.request_id)
 
     async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:
+        if frame.type is FrameType.CANCEL:
+            self.abandoned[(agent_id, frame.request_id)] = time.monotonic()
+            return
         if frame.type is FrameType.KV_HAVE:
             waiter = self._have.pop((agent_id, frame.request_id), None)
             blocks = frame.body.get("blocks", 0)
@@ -79,6 +84,13 @@ class PrefillAgent(AgentBase):
                 blocks = -1  # MD is done with the request (the relay finished it)
             if waiter is not None and not waiter.done():
                 waiter.set_result(int(blocks) if isinstance(blocks, int) else 0)
+
+    def reap(self, older_than_s: float) -> None:
+        """Forget releases that arrived after their transfer had ended."""
+        horizon = time.monotonic() - older_than_s
+        for key, when in list(self.abandoned.items()):
+            if when < horizon:
+                del self.abandoned[key]
 
     def peer_down(self, link: PeerLink) -> None:
         for (agent_id, rid), waiter in list(self._have.items()):
@@ -129,7 +141,13 @@ class PrefillAgent(AgentBase):
         if isinstance(rld, str):
             legs.append(self._send_all(self.peer(rld), rid, blocks, first_token, len(job.prompt)))
         if isinstance(md, str):
-            legs.append(self._send_missing(md, rid, blocks, first_token, len(job.prompt)))
+            # Bounded: a blackholed line must not hold this request (and its record) forever.
+            legs.append(
+                asyncio.wait_for(
+                    self._send_missing(md, rid, blocks, first_token, len(job.prompt)),
+                    self.config.limits.request_timeout_s,
+                )
+            )
         results = await asyncio.gather(*legs, return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         wan_bytes, md_have = 0, 0
@@ -176,8 +194,11 @@ class PrefillAgent(AgentBase):
     ) -> int:
         sent = 0
         for block in blocks[start:]:
+            if self.abandoned.pop((link.name, rid), None) is not None:
+                return sent  # MD released it: stop using the line
             payload = KVBlockPayload(block.block_hash, block.index, block.tokens, block.data)
             sent += await link.send(kv_block_frame(rid, payload))
+        self.abandoned.pop((link.name, rid), None)
         done = {"blocks": len(blocks), "have": start, "tokens": tokens, "first_token": first}
         sent += await link.send(control(FrameType.KV_DONE, rid, done))
         return sent

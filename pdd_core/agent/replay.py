@@ -78,7 +78,11 @@ class Result:
     rld_tokens: int = 0
     md_tokens: int = 0
     handoff_mode: str = ""
+    wan_bytes: int = 0
     error: str = ""
+    status: int = 0
+    retry_after: str = ""
+    mid_stream: bool = False  # failed after the response started (tokens may have arrived)
 
 
 @dataclass(slots=True)
@@ -146,9 +150,10 @@ async def stream_completion(
     last = started
     count = 0
     usage: dict[str, Any] = {}
+    responded = False
 
     async def run() -> Result:
-        nonlocal first, last, count, usage
+        nonlocal first, last, count, usage, responded
         reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
         try:
             head = (
@@ -160,13 +165,17 @@ async def stream_completion(
             await writer.drain()
             status_line = await reader.readline()
             status = int(status_line.split()[1])
+            responded = status == 200
             headers: dict[str, str] = {}
             while (line := await reader.readline()) not in (b"\r\n", b""):
                 name, _, value = line.decode().partition(":")
                 headers[name.strip().lower()] = value.strip()
             if status != 200:
                 text = (await reader.read()).decode(errors="replace")
-                return Result(False, error=f"HTTP {status}: {text[:120]}")
+                return Result(
+                    False, error=f"HTTP {status}: {text[:120]}", status=status,
+                    retry_after=headers.get("retry-after", ""),
+                )  # fmt: skip
             error, done, finish = "", False, None
             while line := await reader.readline():
                 if not line.startswith(b"data: "):
@@ -198,13 +207,14 @@ async def stream_completion(
             if not error and finish == "length" and count < body.get("max_tokens", count):
                 error = f"stream stopped at {count} of {body.get('max_tokens')} tokens"
             if error:
-                return Result(False, error=error)
+                return Result(False, error=error, status=status, mid_stream=True)
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
             pdd = usage.get("pdd") or {}
             return Result(
                 True,
+                status=status,
                 ttft_s=ttft,
                 tpot_s=tpot,
                 pipeline=headers.get("x-pdd-pipeline", ""),
@@ -214,6 +224,7 @@ async def stream_completion(
                 rld_tokens=int(pdd.get("rld_tokens", 0)),
                 md_tokens=int(pdd.get("md_tokens", 0)),
                 handoff_mode=str(pdd.get("handoff_mode", "")),
+                wan_bytes=int(pdd.get("wan_bytes", 0)),
             )
         finally:
             writer.close()
@@ -221,9 +232,9 @@ async def stream_completion(
     try:
         return await asyncio.wait_for(run(), timeout_s)
     except TimeoutError:
-        return Result(False, error="client timeout")
+        return Result(False, error="client timeout", mid_stream=responded)
     except (OSError, ValueError, IndexError) as exc:
-        return Result(False, error=f"{type(exc).__name__}: {exc}")
+        return Result(False, error=f"{type(exc).__name__}: {exc}", mid_stream=responded)
 
 
 async def replay(

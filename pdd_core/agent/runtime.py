@@ -115,14 +115,12 @@ class _StepFloor:
 
 
 class Predictor:
-    """Predicted prefill, decode-step and WAN-transfer seconds, from the physics the engines
-    follow.
+    """Predicted prefill and decode-step seconds, from the physics the engines follow.
 
     The router never derives physics itself (``pdd_core.routing``); the gateway feeds it these.
     TimedEngine's passes are ``pdd_core.perf`` times scaled by ``time_scale``; the tiny model
-    has a configured cost per miss token and its decode-step floor. A transfer is its bytes,
-    after the bytes the flows already on the line carry first, over the line, plus one round
-    trip (``transfer.FairShareLink``'s model: flows share the capacity equally).
+    has a configured cost per miss token and its decode-step floor. WAN time is
+    ``pdd_core.predict``'s (the gateway gives it ``kv_bytes_per_token`` and the line).
     """
 
     def __init__(self, config: DataPlaneConfig) -> None:
@@ -166,14 +164,6 @@ class Predictor:
     def kv_bytes(self, tokens: int) -> float:
         """Wire bytes of ``tokens`` tokens of KV (payload scale applied)."""
         return max(0, tokens) * self.kv_bytes_per_token
-
-    def transfer_s(self, wire_bytes: float, backlog_bytes: float = 0.0) -> float:
-        """Seconds to move ``wire_bytes`` when ``backlog_bytes`` go first (0 bytes: none)."""
-        wan = self._config.wan
-        if wire_bytes <= 0:
-            return 0.0
-        bits = (wire_bytes + backlog_bytes) * 8
-        return bits / (wan.bandwidth_gbps * 1e9) + wan.rtt_ms / 1e3
 
 
 class Conn:

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +36,9 @@ from pdd_core.agent.auth import SECRET_ENV, new_secret_file
 from pdd_core.agent.config import DataPlaneConfig, hash_key, load_config
 
 START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
+FIRST_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 8.0
+STABLE_S = 30.0
 
 
 def free_ports(host: str, count: int) -> list[int]:
@@ -102,13 +105,17 @@ class DataPlane:
         # children find it through the environment (never argv, which ps shows).
         self.secret_path = new_secret_file(self.run_dir / "plane.secret")
         self.children: dict[str, subprocess.Popen[str]] = {}
+        self.roles: dict[str, str] = {}
         self.addresses: dict[str, str] = {}
+        self.restarts: dict[str, int] = {}
         self._ready: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
         if control_plane:
             sites = {a.site for a in self.config.agents}
             missing = sorted(s for s in sites if s not in self.tokens and "" not in self.tokens)
             if missing:
-                raise ValueError(f"--token: no agent token for site(s) {', '.join(missing)}")
+                raise ValueError(f"agent tokens: none for site(s) {', '.join(missing)}")
 
     def site_of(self, role: str, agent_id: str) -> str:
         """An agent's site; the WAN line registers in the gateway's site."""
@@ -139,7 +146,8 @@ class DataPlane:
             raise
 
     def _spawn(self, role: str, agent_id: str) -> None:
-        log = (self.run_dir / f"{agent_id}.log").open("w")
+        self.roles[agent_id] = role
+        log = (self.run_dir / f"{agent_id}.log").open("a")
         command = [
             sys.executable,
             "-m",
@@ -212,8 +220,45 @@ class DataPlane:
     def pids(self) -> dict[str, int]:
         return {agent_id: child.pid for agent_id, child in self.children.items()}
 
+    def supervise(self, say: Callable[[str], None] = print) -> None:
+        """Restart any child that exits, with backoff, in a background thread, saying so.
+
+        The first restart comes ``FIRST_BACKOFF_S`` after the exit and each quick death
+        doubles the delay (up to ``MAX_BACKOFF_S``); a child that lived ``STABLE_S`` starts
+        over. A restarted agent keeps its address, so its peers reconnect on their own.
+        """
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, args=(say,), daemon=True)
+            self._supervisor.start()
+
+    def _supervise(self, say: Callable[[str], None]) -> None:
+        backoff: dict[str, float] = {}
+        started = {agent_id: time.monotonic() for agent_id in self.children}
+        while not self._stopping.wait(0.1):
+            for agent_id, child in list(self.children.items()):
+                code = child.poll()
+                if code is None or self._stopping.is_set():
+                    continue
+                lived = time.monotonic() - started.get(agent_id, 0.0)
+                delay = FIRST_BACKOFF_S if lived > STABLE_S else backoff.get(agent_id, 0.0)
+                delay = min(MAX_BACKOFF_S, max(FIRST_BACKOFF_S, delay))
+                backoff[agent_id] = delay * 2
+                self.restarts[agent_id] = self.restarts.get(agent_id, 0) + 1
+                say(
+                    f"pdd up: {agent_id} exited with {code}; restarting in {delay:.1f} s "
+                    f"(restart {self.restarts[agent_id]})"
+                )
+                if self._stopping.wait(delay):
+                    return
+                self._spawn(self.roles[agent_id], agent_id)
+                started[agent_id] = time.monotonic()
+                say(f"pdd up: {agent_id} restarted (pid {self.children[agent_id].pid})")
+
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM every child, wait up to ``grace_s``, SIGKILL the rest; reap them all."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
         for child in self.children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

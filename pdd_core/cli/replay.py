@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("trace", metavar="TRACE")
     parser.add_argument("--gateway", required=True, help="gateway URL, e.g. http://127.0.0.1:8080")
-    parser.add_argument("--api-key", required=True)
+    parser.add_argument(
+        "--api-key", help="API key (prefer PDD_API_KEY in the environment: ps shows argv)"
+    )
     parser.add_argument("--speed", type=float, default=1.0, help="time compression factor")
     parser.add_argument("--limit", type=int, help="replay only the first N requests")
     parser.add_argument("--model", help="model name (default: the gateway's first model)")
@@ -40,6 +42,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
+    import os
     import urllib.request
 
     from pdd_core.agent.replay import replay
@@ -47,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         raise ValueError("--speed: must be positive")
+    args.api_key = args.api_key or os.environ.get("PDD_API_KEY", "")
+    if not args.api_key:
+        print("pdd replay: an API key is needed (PDD_API_KEY or --api-key)")
+        return 2
     trace = read_trace(args.trace)
     requests = list(trace.requests[: args.limit] if args.limit else trace.requests)
     model = args.model

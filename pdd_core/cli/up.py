@@ -2,7 +2,8 @@
 
 Starts the gateway, the prefill and relay agents of site A, the main-decode agents of site B
 and the WAN emulator between the sites (``pdd_core.agent.supervisor``), prints the gateway URL
-and a fresh API key of the ``demo`` tenant, and stops every child on Ctrl-C or SIGTERM.
+and a fresh API key of the ``demo`` tenant, restarts a child that dies (with backoff, saying
+so on its output), and stops every child on Ctrl-C or SIGTERM.
 
 ``--control-plane URL`` registers every agent with a control plane. Agent tokens never go on
 the command line (``ps`` would show them): ``PDD_CONTROL_TOKENS`` in the environment holds one
@@ -109,13 +110,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"control plane: {args.control_plane} (every agent registers there)")
     print("pids: " + " ".join(f"{k}={v}" for k, v in plane.pids().items()), flush=True)
     print("press Ctrl-C to stop", flush=True)
+    plane.supervise(lambda line: print(line, flush=True))
     try:
         while not stop.wait(0.5):
-            dead = [k for k, c in plane.children.items() if c.poll() is not None]
-            if dead:
-                print(f"pdd up: exited: {', '.join(dead)} (others keep running)", flush=True)
-                for name in dead:
-                    plane.children.pop(name)
+            pass
     finally:
         plane.stop()
         print("pdd up: stopped", flush=True)

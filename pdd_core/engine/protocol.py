@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
+
 ROOT_HASH = 0
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -50,15 +52,23 @@ def block_hashes(tokens: Sequence[int], block_size: int, *, partial: bool = Fals
     """The hash chain of ``tokens`` cut into blocks: one hash per full block.
 
     With ``partial`` a trailing incomplete block gets a hash too (it identifies the block on the
-    wire); caches index only full blocks, because a partial one still grows.
+    wire); caches index only full blocks, because a partial one still grows. The tokens are
+    serialized once (big-endian u32, as ``chain_hash`` does one by one) and each block hashed
+    from a slice: the same values as ``chain_hash``, a long prompt at a fraction of the cost.
     """
     if block_size < 1:
         raise ValueError(f"block_size: must be positive, got {block_size!r}")
+    stop = len(tokens) if partial else len(tokens) - len(tokens) % block_size
+    if stop == 0:
+        return []
+    data = memoryview(np.asarray(tokens[:stop], dtype=">u4").tobytes())
     hashes: list[int] = []
     parent = ROOT_HASH
-    stop = len(tokens) if partial else len(tokens) - len(tokens) % block_size
-    for start in range(0, stop, block_size):
-        parent = chain_hash(parent, tokens[start : min(start + block_size, stop)])
+    step = block_size * 4
+    for start in range(0, stop * 4, step):
+        digest = hashlib.blake2b(parent.to_bytes(_HASH_BYTES, "big"), digest_size=_HASH_BYTES)
+        digest.update(data[start : start + step])
+        parent = int.from_bytes(digest.digest(), "big")
         hashes.append(parent)
     return hashes
 

@@ -60,3 +60,38 @@ def test_no_secret_or_key_is_on_a_command_line(tiny_plane: DataPlane) -> None:
         assert "token" not in argv.lower()
     mode = stat.S_IMODE(os.stat(tiny_plane.secret_path).st_mode)
     assert mode == 0o600
+
+
+async def late_frames_after_cancel(host: str, port: int, secret: bytes) -> dict[str, object]:
+    """As P would after RLD cancelled: a KV_QUERY and a KV_DONE for a released request."""
+    from pdd_core.agent.auth import PlaneAuth
+
+    auth = PlaneAuth(secret)
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        hello = auth.hello({"role": "prefill", "agent_id": "p-test", "model": "tiny-test"})
+        await write_frame(writer, control(FrameType.HELLO, "", hello))
+        ack = await asyncio.wait_for(read_frame(reader), 5)
+        assert ack is not None
+        auth.check_ack(ack.body, hello)
+        await write_frame(writer, control(FrameType.CANCEL, "late-1", {"reason": "done"}))
+        await write_frame(writer, control(FrameType.KV_QUERY, "late-1", {"block_hashes": [1]}))
+        have = await asyncio.wait_for(read_frame(reader), 5)
+        done = {"blocks": 1, "tokens": 3, "first_token": 5}
+        await write_frame(writer, control(FrameType.KV_DONE, "late-1", done))
+        await write_frame(writer, control(FrameType.PING, "after"))
+        pong = await asyncio.wait_for(read_frame(reader), 5)
+        assert have is not None and pong is not None
+        return {"have": dict(have.body), "pong": pong.type.name}
+    finally:
+        writer.close()
+
+
+def test_late_kv_frames_after_a_cancel_never_revive_the_request(tiny_plane: DataPlane) -> None:
+    spec = tiny_plane.config.agent("md-0")
+    secret = tiny_plane.secret_path.read_text().strip().encode()
+
+    seen = asyncio.run(late_frames_after_cancel(spec.host, spec.port, secret))
+
+    assert seen == {"have": {"blocks": 0, "released": True}, "pong": "PONG"}
+    assert "late-1" not in (tiny_plane.run_dir / "md-0.log").read_text()

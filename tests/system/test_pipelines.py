@@ -95,7 +95,10 @@ def test_a_singular_request_sends_nothing_across_the_wan(tiny_plane: DataPlane) 
     after = counters(tiny_plane)
 
     assert body["usage"]["pdd"]["wan_bytes"] == 0
-    assert (after["bytes_up"], after["bytes_down"]) == (before["bytes_up"], before["bytes_down"])
+    # Only the gateway's liveness probes (a PING or PONG of about 25 bytes each, every 0.5 s
+    # per MD) crossed the line; the prompt's KV alone would be 318 x 256 bytes.
+    crossed = after["bytes_up"] + after["bytes_down"] - before["bytes_up"] - before["bytes_down"]
+    assert crossed < 2048
 
 
 def test_the_second_turn_sends_only_its_new_blocks_across_the_wan(tiny_plane: DataPlane) -> None:

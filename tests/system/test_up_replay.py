@@ -57,8 +57,6 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
                 str(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl"),
                 "--gateway",
                 seen["gateway"],
-                "--api-key",
-                seen["api key"],
                 "--speed",
                 "1",
                 "--limit",
@@ -71,6 +69,7 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
             text=True,
             timeout=120,
             cwd=ROOT,
+            env={**os.environ, "PDD_API_KEY": seen["api key"]},  # not in argv: ps shows it
         )
         assert replay.returncode == 0, replay.stdout + replay.stderr
         assert "requests: 30  ok: 30  failed: 0" in replay.stdout

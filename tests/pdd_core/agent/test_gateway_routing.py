@@ -75,3 +75,61 @@ async def test_a_forced_pipeline_needs_the_configs_permission(gateway: Gateway) 
 
     assert forced.pipeline is Pipeline.P_RLD_MD
     assert ignored.pipeline is Pipeline.P_MD
+
+
+async def test_the_gateway_decides_as_pdd_core_predict_does_on_the_same_state(
+    gateway: Gateway,
+) -> None:
+    from pdd_core.predict import DecodeState, LinkState, PrefillState, predict
+
+    # Given: a prefix held by p-1 and md-1, and one request already routed (a queued prefill,
+    # decode slots held and a WAN flow in flight).
+    shared = [i % 250 for i in range(320)]
+    await cache_event(gateway, "p-1", block_hashes(shared, 16))
+    await cache_event(gateway, "md-1", block_hashes(shared, 16))
+    earlier = gateway.route(list(range(1, 200)), 16, {})
+    prompt = [*shared, *range(40)]
+
+    # When: the gateway routes, and predict() gets the state the simulator would fill.
+    route = gateway.route(prompt, 16, {})
+    per_token = gateway.config.prefill_s_per_token
+    queued = dict.fromkeys(("p-0", "p-1"), 0.0)
+    queued[earlier.prefill] = earlier.prefill_s
+    held = dict.fromkeys(("rld-0", "md-0", "md-1"), 0)
+    for agent in (earlier.relay, earlier.main):
+        if agent is not None:
+            held[agent] += 1
+    step = gateway.config.engine.decode_step_s
+    limits = gateway.config.limits
+
+    def decoder(agent: str, hit: int, batch: int) -> DecodeState:
+        return DecodeState(held[agent], batch, 1 << 62, step_s=step if held[agent] else 0.0,
+                           hit_tokens=hit)  # fmt: skip
+
+    expected = predict(
+        input_tokens=360,
+        output_tokens=16,
+        prefills=[
+            PrefillState(queued["p-0"], 0, 360 * per_token),
+            PrefillState(queued["p-1"], 320, 40 * per_token),
+        ],
+        mains=[decoder("md-0", 0, limits.decode_batch), decoder("md-1", 320, limits.decode_batch)],
+        relays=[decoder("rld-0", 0, limits.relay_batch)],
+        wan=LinkState(
+            gateway.config.wan.bandwidth_gbps,
+            gateway.config.wan.rtt_ms,
+            flows=1 if earlier.main else 0,
+        ),
+        rdma=None,
+        kv_bytes_per_token=gateway.predictor.kv_bytes_per_token,
+        table=gateway.config.routing,
+        sla=gateway.config.sla,
+    )
+
+    # Then: the same P, MD, relay, pipeline, predicted TTFT and admission.
+    assert route.pipeline is expected.pipeline
+    assert route.prefill == ("p-0", "p-1")[expected.prefill_index]
+    assert route.main == (("md-0", "md-1")[expected.md_index] if route.main else None)
+    assert route.predicted_ttft_s == expected.predicted_ttft_s
+    assert route.rejected is expected.rejected
+    assert (route.hit_tokens_p, route.hit_tokens_md) == (320, 320)

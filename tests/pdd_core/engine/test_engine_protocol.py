@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdd_core.cache import RadixCache
 from pdd_core.engine.protocol import (
+    ROOT_HASH,
     KVBlock,
     PacedEngine,
     SequenceKV,
     block_hashes,
+    chain_hash,
     check_cached_prefix,
     check_chain,
 )
@@ -93,3 +95,21 @@ async def test_paced_tiny_engine_offloads_and_gives_the_same_tokens() -> None:
 
     assert result.first_token == engine.prefill(prompt).first_token
     assert result.seconds == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=2**32 - 1), max_size=200),
+    st.integers(min_value=1, max_value=40),
+    st.booleans(),
+)
+def test_block_hashes_equal_the_chain_of_chain_hash(
+    tokens: list[int], block_size: int, partial: bool
+) -> None:
+    expected, parent = [], ROOT_HASH
+    stop = len(tokens) if partial else len(tokens) - len(tokens) % block_size
+    for start in range(0, stop, block_size):
+        parent = chain_hash(parent, tokens[start : min(start + block_size, stop)])
+        expected.append(parent)
+
+    assert block_hashes(tokens, block_size, partial=partial) == expected

@@ -151,7 +151,7 @@ class Demo:
         self.children.append(up)
         gateway = self._await_gateway(up, 90)
         self._await_agents(60)
-        self._banner(gateway)
+        self.banner(gateway)
         threading.Thread(target=self._replay_loop, args=(gateway,), daemon=True).start()
         if self.incident_after >= 0:
             wan = self.run_dir / "dataplane" / "dataplane.json"
@@ -168,7 +168,8 @@ class Demo:
         path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
         return path
 
-    def _banner(self, gateway: str) -> None:
+    def banner(self, gateway: str) -> None:
+        """What the demo prints once it runs: URLs, the key, a curl to try, what is going on."""
         key = self.demo.api_key
         again = "same as last run" if self.demo.reused else "new"
         lines = [
@@ -251,14 +252,18 @@ class Demo:
 
     def _replay_loop(self, gateway: str) -> None:
         log = self.run_dir / "replay.log"
-        # A topology for a small real model scales the trace down ("demo_replay_args").
-        scale = json.loads(TOPOLOGY.read_text(encoding="utf-8")).get("demo_replay_args", [])
+        # A topology for a small real model scales the trace down ("demo_replay_args"); the
+        # timed plane replays it at a quarter of its native prompt sizes.
+        scale = json.loads(TOPOLOGY.read_text(encoding="utf-8")).get(
+            "demo_replay_args", ["--block-tokens", "128", "--output-scale", "4"]
+        )
         while not self.stop.is_set():
+            # The key travels in the environment (ps shows argv).
             self.replay = self._spawn(
                 [sys.executable, "-m", "pdd_core", "replay", str(TRACE), "--gateway", gateway,
-                 "--api-key", self.demo.api_key, "--speed", str(self.speed),
-                 *[str(arg) for arg in scale]],
+                 "--speed", str(self.speed), *[str(arg) for arg in scale]],
                 log,
+                env={**os.environ, "PDD_API_KEY": self.demo.api_key},
             )  # fmt: skip
             while self.replay.poll() is None and not self.stop.wait(0.5):
                 pass

@@ -1,0 +1,276 @@
+"""Running a routed request: drive P, RLD and MD, merge their tokens, resume after a loss.
+
+A request runs as one or more *attempts*. An attempt registers the request with its decode
+agents, sends ``GENERATE`` to P and merges the ``TOKENS`` of RLD and MD by output index. When
+an attempt fails mid-way (an agent died, went silent past ``idle_timeout_s``, or reported an
+error), the request is not lost: the gateway holds every token it delivered, so it routes the
+request again, avoiding the agent that failed, with those tokens appended to the prompt and
+the rest of ``max_tokens`` to go, and continues the same stream (``MAX_RESUMES`` times at most,
+within ``request_timeout_s``). Engines are deterministic functions of the sequence (greedy
+decoding, the timed engine's pseudo tokens), so the resumed stream is the one the first
+attempt would have produced. Each attempt has its own request id (``<id>.rN``): the agents'
+tombstones of the failed one stay valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from pdd_core.agent.admission import Admission
+from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
+from pdd_core.agent.protocol import Frame, FrameType, control
+from pdd_core.agent.runtime import PeerLink
+from pdd_core.engine.tokenizer import EOS
+
+log = logging.getLogger("pdd_core.agent.gateway")
+MAX_RESUMES = 2
+NOT_RESUMABLE = ("bad_request",)  # the request itself is wrong: another attempt fails alike
+
+
+class AgentLost(UpstreamError):
+    """An attempt failed because of an agent (dead, silent or erring): resumable."""
+
+    def __init__(self, message: str, agent: str | None = None) -> None:
+        super().__init__(message)
+        self.agent = agent
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One try at (the rest of) a request on one route."""
+
+    request_id: str
+    route: Route
+    prefilled: bool = False
+    handed_off: bool = False
+    md_tokens: int = 0
+
+
+class RequestRunner:
+    """The gateway's request execution (mixed into ``Gateway``, which routes and connects)."""
+
+    config: DataPlaneConfig
+    links: dict[str, PeerLink]
+    active: dict[str, asyncio.Queue[tuple[str, Frame | None]]]
+    admission: Admission
+    avoid: set[str]
+
+    def route(
+        self,
+        prompt: list[int],
+        max_tokens: int,
+        override: dict[str, Any],
+        hashes: list[int] | None = None,
+    ) -> Route:
+        raise NotImplementedError
+
+    def release(self, route: Route) -> None:
+        raise NotImplementedError
+
+    def release_prefill(self, route: Route) -> None:
+        raise NotImplementedError
+
+    async def generate(
+        self,
+        route: Route,
+        prompt: list[int],
+        max_tokens: int,
+        tenant: str,
+        override: dict[str, Any],
+        *,
+        request_id: str = "",
+    ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
+        """Run a routed request; yields each batch of new tokens in order with the outcome.
+
+        ``request_id`` is the response's ``id`` (the API picks it), so a client can find its
+        request in the control plane's records; one is made up when it is not given.
+        """
+        rid = request_id or f"cmpl-{uuid.uuid4().hex}"
+        outcome = Outcome(rid, route)
+        deadline = time.monotonic() + self.config.limits.request_timeout_s
+        attempt = Attempt(rid, route)
+        try:
+            while True:
+                try:
+                    async for fresh in self._attempt(
+                        attempt, prompt + outcome.tokens, max_tokens - len(outcome.tokens),
+                        tenant=tenant, override=override, outcome=outcome, deadline=deadline,
+                    ):  # fmt: skip
+                        yield fresh, outcome
+                    break
+                except AgentLost as lost:
+                    self.release(attempt.route)
+                    attempt = self._resume(
+                        lost, prompt=prompt, max_tokens=max_tokens, outcome=outcome,
+                        deadline=deadline,
+                    )  # fmt: skip
+            outcome.finish_reason = (
+                "stop" if outcome.tokens and outcome.tokens[-1] == EOS else "length"
+            )
+        except UpstreamError as exc:
+            outcome.error = str(exc)
+            raise
+        finally:
+            self.release(attempt.route)
+
+    def _resume(
+        self,
+        lost: AgentLost,
+        *,
+        prompt: list[int],
+        max_tokens: int,
+        outcome: Outcome,
+        deadline: float,
+    ) -> Attempt:
+        """The next attempt after ``failed``, or the error if the request cannot go on."""
+        left = max_tokens - len(outcome.tokens)
+        if outcome.resumes >= MAX_RESUMES or left <= 0 or time.monotonic() >= deadline:
+            raise UpstreamError(str(lost)) from lost
+        if lost.agent is not None:
+            self.avoid.add(lost.agent)
+        try:
+            route = self.route(prompt + outcome.tokens, left, {})
+        finally:
+            if lost.agent is not None:
+                self.avoid.discard(lost.agent)
+        if route.rejected:
+            self.release(route)
+            raise UpstreamError(f"{lost}; no capacity to resume") from lost
+        outcome.resumes += 1
+        log.warning(
+            "%s: %s; resuming at token %d on %s (%s)",
+            outcome.request_id, lost, len(outcome.tokens), route.pipeline.value, route.reason,
+        )  # fmt: skip
+        return Attempt(f"{outcome.request_id}.r{outcome.resumes}", route)
+
+    async def _attempt(
+        self,
+        attempt: Attempt,
+        prompt: list[int],
+        max_tokens: int,
+        *,
+        tenant: str,
+        override: dict[str, Any],
+        outcome: Outcome,
+        deadline: float,
+    ) -> AsyncGenerator[list[int], None]:
+        route, rid = attempt.route, attempt.request_id
+        queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
+        self.active[rid] = queue
+        involved = [a for a in (route.relay, route.main) if a is not None]
+        forced = override.get("handoff_mode") if self.config.allow_route_override else None
+        meta = {
+            "max_tokens": max_tokens,
+            "pipeline": route.pipeline.value,
+            "tenant": tenant,
+            "rld": route.relay,
+            "md": route.main,
+            "handoff_mode": forced,
+        }
+        finished = False
+        try:
+            for agent in (*involved, route.prefill):
+                body = dict(meta, prompt_tokens=prompt) if agent == route.prefill else meta
+                try:
+                    await self.links[agent].send(control(FrameType.GENERATE, rid, body))
+                except ConnectionError as exc:
+                    raise AgentLost(str(exc), agent) from None
+            merge = StreamMerge()
+            first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
+            while not merge.complete or not attempt.prefilled:
+                # Once every token is out only the statistics are missing: wait briefly.
+                # Before the first token the wait is the TTFT bound (a queue and a WAN
+                # transfer may come first); between tokens a silence is a failure.
+                wait = 2.0 if merge.complete else self.config.limits.idle_timeout_s
+                if merge.delivered == 0 and not merge.complete:
+                    wait = max(wait, first_token_by - time.monotonic())
+                wait = min(wait, deadline - time.monotonic())
+                try:
+                    source, frame = await asyncio.wait_for(queue.get(), max(wait, 0.001))
+                except TimeoutError:
+                    if merge.complete:
+                        break
+                    silent = self._silent(attempt, merge.delivered)
+                    raise AgentLost(f"timed out waiting for {silent}", silent) from None
+                if frame is None:
+                    if self._fatal(source, attempt):
+                        raise AgentLost(f"agent {source} went down", source)
+                    continue
+                if frame.type is FrameType.ERROR:
+                    code = str(frame.body.get("code"))
+                    message = f"{source}: {code}: {frame.body.get('message', '')}"
+                    if code in NOT_RESUMABLE:
+                        raise UpstreamError(message)
+                    raise AgentLost(message, source)
+                if frame.type is FrameType.KV_DONE:
+                    attempt.prefilled = True
+                    self.release_prefill(route)
+                    self.admission.end_transfer(route.ticket)
+                    if not outcome.resumes:  # the client's prompt: the first attempt's hit
+                        outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
+                        outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
+                    outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
+                    continue
+                if frame.type is not FrameType.TOKENS:
+                    continue
+                if "handoff_mode" in frame.body:
+                    attempt.handed_off = True
+                    outcome.handoff_mode = str(frame.body["handoff_mode"])
+                    self.admission.end_slot(route.ticket, route.relay)  # RLD is done
+                index = int(frame.body.get("index", 0))
+                tokens = [int(t) for t in frame.body.get("tokens", [])]
+                delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
+                fresh = [token for token, _ in delivered]
+                outcome.tokens.extend(fresh)
+                from_md = sum(1 for _, origin in delivered if origin == route.main)
+                attempt.md_tokens += from_md
+                outcome.md_tokens += from_md
+                outcome.rld_tokens += len(delivered) - from_md
+                if fresh:
+                    now = time.time()
+                    outcome.first_token_at = outcome.first_token_at or now
+                    outcome.last_token_at = now
+                    yield fresh
+            finished = True
+        finally:
+            self.active.pop(rid, None)
+            if not finished:
+                await self._cancel(rid, (route.prefill, *involved))
+
+    async def _cancel(self, rid: str, agents: tuple[str, ...]) -> None:
+        for agent in agents:
+            link = self.links[agent]
+            if link.up:
+                with contextlib.suppress(ConnectionError, TimeoutError):
+                    frame = control(FrameType.CANCEL, rid, {"reason": "gateway"})
+                    await asyncio.wait_for(link.send(frame), 1.0)
+
+    @staticmethod
+    def _silent(attempt: Attempt, delivered: int) -> str | None:
+        """The agent a stalled attempt was waiting for (the one to avoid next time)."""
+        route = attempt.route
+        if not attempt.prefilled and delivered == 0:
+            return route.prefill if route.pipeline.value != "P-MD" else route.main
+        if route.relay is None or attempt.handed_off or attempt.md_tokens > 0:
+            return route.main
+        return route.relay
+
+    @staticmethod
+    def _fatal(agent: str, attempt: Attempt) -> bool:
+        """Whether losing ``agent`` dooms this attempt at this point."""
+        route = attempt.route
+        if agent == route.prefill:
+            return not attempt.prefilled
+        if agent == route.relay:
+            return route.main is None or (attempt.md_tokens == 0 and not attempt.handed_off)
+        if agent == route.main:
+            return route.relay is None or attempt.handed_off or attempt.md_tokens > 0
+        return False

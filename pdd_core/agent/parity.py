@@ -1,0 +1,201 @@
+"""``pdd parity``: the simulator and a live ``pdd up`` plane on the same workload, side by side.
+
+A planner trusts the simulator's numbers only as far as the live data plane agrees with them.
+This runs one scenario both ways: the simulator (``Scenario.run("pdd", ...)``) and a live plane
+built from the scenario's own topology (one agent per P, RLD and MD instance, the timed engine
+with the pools' chips and tensor parallelism, the WAN link's bandwidth and RTT, the scenario's
+routing table and SLA), which gets the same requests at their arrival times and native sizes
+through the OpenAI API (``pdd replay``'s client). KV payloads travel at ``payload_scale`` of
+their size over a line emulated at the same fraction of the link's bandwidth, so transfer times
+are the link's. It prints TTFT P50/P90/P99, TPOT P50, the pipeline mix, the share of output
+tokens decoded on RLD and the WAN bytes, simulated and live, with their ratio.
+
+Limits, said plainly: the live engine runs one tensor-parallel degree for every role and no
+pipeline parallelism, so a scenario whose pools differ in ``tp`` or use ``pp`` is refused; the
+live plane's Python agents add their own processing delays, which the simulator does not model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pdd_core.agent.replay import Result, replay
+from pdd_core.metrics import percentile
+from pdd_core.scenario import Scenario
+from pdd_core.sim.records import RequestRecord
+from pdd_core.specs.core import LinkKind, Role
+from pdd_core.workload.request import Request
+
+PIPELINES = ("P-MD", "P-RLD-MD", "P-RLD")
+ROLES = ((Role.PREFILL, "prefill", "p"), (Role.RELAY_DECODE, "relay", "rld"),
+         (Role.MAIN_DECODE, "main", "md"))  # fmt: skip
+
+
+def plane_topology(scenario: Scenario, *, payload_scale: float = 0.001) -> dict[str, Any]:
+    """A ``pdd up`` topology (the JSON of ``fixtures/dataplane``) for the scenario's PDD pools."""
+    topology = scenario.pdd
+    agents: list[dict[str, Any]] = []
+    chips: dict[str, str] = {}
+    degrees: set[int] = set()
+    for role, name, prefix in ROLES:
+        pools = topology.pools_of(role)
+        if not pools:
+            raise ValueError(f"pools: the scenario has no {role} pool")
+        for pool in pools:
+            if pool.pp != 1:
+                raise ValueError(f"pools: {pool.role} uses pp={pool.pp}; the live engine has none")
+            degrees.add(pool.tp)
+            chips[name] = pool.chip
+            for _ in range(pool.instances):
+                agents.append({"id": f"{prefix}-{len([a for a in agents if a['role'] == name])}",
+                               "role": name, "site": pool.site})  # fmt: skip
+    if len(degrees) != 1:
+        raise ValueError(f"pools: tp differs between roles ({sorted(degrees)}); the live engine "
+                         "runs one tp")  # fmt: skip
+    p_site = topology.pools_of(Role.PREFILL)[0].site
+    md_site = topology.pools_of(Role.MAIN_DECODE)[0].site
+    wan = topology.link_between(p_site, md_site)
+    if wan is None or wan.kind is not LinkKind.WAN:
+        raise ValueError(f"links: no WAN link between {p_site} and {md_site}")
+    batch = scenario.config.max_batch
+    return {
+        "description": f"live plane of scenario {scenario.name} (pdd parity)",
+        "model": scenario.model_id,
+        "engine": {
+            "kind": "timed",
+            "model": scenario.model_id,
+            "chips": chips,
+            "tp": degrees.pop(),
+            "time_scale": 1.0,
+            "payload_scale": payload_scale,
+            "block_size": scenario.config.block_size,
+        },
+        "routing": asdict(scenario.table),
+        "sla": asdict(scenario.sla),
+        "wan": {
+            "bandwidth_gbps": wan.bandwidth_gbps * payload_scale,
+            "rtt_ms": wan.rtt_ms,
+            "jitter_ms": wan.jitter_ms,
+            "seed": 1,
+        },
+        "limits": {
+            "request_timeout_s": 600,
+            "idle_timeout_s": 15,
+            "connect_timeout_s": 3,
+            "prefill_batch": 8,
+            "decode_batch": batch,
+            "relay_batch": batch,
+            "p_cache_tokens": 4_000_000,
+            "drc_tokens": 4_000_000,
+            "default_max_tokens": 16,
+        },
+        "tenants": [],
+        "journal": {"dir": "journal", "max_bytes": 20_000_000},
+        "agents": [{"id": "gateway", "role": "gateway", "site": p_site}, *agents],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side's figures (simulated or live)."""
+
+    requests: int
+    served: int
+    ttft_s: tuple[float, float, float]  # P50, P90, P99
+    tpot_p50_s: float
+    mix: dict[str, float]  # share of served requests per pipeline
+    rld_share: float  # share of output tokens decoded on RLD
+    wan_bytes: float  # real (unscaled) bytes across the WAN
+
+
+def _side(ttfts: Sequence[float], tpots: Sequence[float], pipelines: Sequence[str], *,
+          rld: int, total: int, wan_bytes: float, requests: int) -> Side:  # fmt: skip
+    served = len(pipelines)
+    counts = Counter(pipelines)
+    nan = math.nan
+    return Side(
+        requests=requests,
+        served=served,
+        ttft_s=tuple(percentile(ttfts, q) if ttfts else nan for q in (50, 90, 99)),  # type: ignore[arg-type]
+        tpot_p50_s=percentile(tpots, 50) if tpots else nan,
+        mix={p: counts[p] / served if served else 0.0 for p in PIPELINES},
+        rld_share=rld / total if total else 0.0,
+        wan_bytes=wan_bytes,
+    )
+
+
+def simulated(records: Sequence[RequestRecord]) -> Side:
+    served = [r for r in records if not r.rejected]
+    return _side(
+        [r.ttft_s for r in served],
+        [r.tpot_mean_s for r in served if r.output_tokens > 1],
+        [r.pipeline for r in served],
+        rld=sum(r.tokens_rld for r in served),
+        total=sum(r.tokens_rld + r.tokens_md for r in served),
+        wan_bytes=sum(r.wan_bytes for r in served),
+        requests=len(records),
+    )
+
+
+def measured(results: Sequence[Result], payload_scale: float) -> Side:
+    served = [r for r in results if r.ok]
+    return _side(
+        [r.ttft_s for r in served if r.ttft_s is not None],
+        [r.tpot_s for r in served if r.tpot_s is not None],
+        [r.pipeline for r in served],
+        rld=sum(r.rld_tokens for r in served),
+        total=sum(r.rld_tokens + r.md_tokens for r in served),
+        wan_bytes=sum(r.wan_bytes for r in served) / payload_scale,
+        requests=len(results),
+    )
+
+
+def table(sim: Side, live: Side) -> str:
+    """The side-by-side table with live / simulated ratios (or differences for shares)."""
+
+    def row(name: str, a: float, b: float, unit: str, *, share: bool = False) -> str:
+        if share:
+            return f"{name:<22}{a:>11.1%}{b:>11.1%}{(b - a) * 100:>+10.1f} pt"
+        ratio = b / a if a else math.nan
+        return f"{name:<22}{a:>10.3f}{unit}{b:>10.3f}{unit}{ratio:>10.2f}x"
+
+    lines = [f"{'':<22}{'simulated':>11}{'live':>11}{'live/sim':>13}",
+             f"{'requests served':<22}{sim.served:>11}{live.served:>11}"]  # fmt: skip
+    for q, a, b in zip((50, 90, 99), sim.ttft_s, live.ttft_s, strict=True):
+        lines.append(row(f"TTFT P{q} (s)", a, b, " "))
+    lines.append(row("TPOT P50 (s)", sim.tpot_p50_s, live.tpot_p50_s, " "))
+    for pipeline in PIPELINES:
+        lines.append(row(f"mix {pipeline}", sim.mix[pipeline], live.mix[pipeline], "",
+                         share=True))  # fmt: skip
+    lines.append(row("RLD token share", sim.rld_share, live.rld_share, "", share=True))
+    lines.append(row("WAN GB", sim.wan_bytes / 1e9, live.wan_bytes / 1e9, " "))
+    return "\n".join(lines)
+
+
+def run_live(
+    scenario: Scenario, requests: list[Request], run_dir: Path, *, payload_scale: float
+) -> list[Result]:
+    """Start the scenario's live plane, replay ``requests`` at native size, stop it."""
+    from pdd_core.agent.supervisor import DataPlane
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "topology.json"
+    path.write_text(json.dumps(plane_topology(scenario, payload_scale=payload_scale), indent=2))
+    plane = DataPlane(path, run_dir / "run")
+    plane.start(timeout_s=120)
+    try:
+        summary = asyncio.run(
+            replay(requests, gateway=plane.gateway_url, api_key=plane.api_key,
+                   model=plane.config.model, speed=1.0, block_tokens=512, output_scale=1.0,
+                   max_output=0, timeout_s=600)
+        )  # fmt: skip
+    finally:
+        plane.stop()
+    return summary.results

@@ -1,0 +1,35 @@
+"""The gateway's record of a request: its fate, and a failure billed for what it delivered."""
+
+from __future__ import annotations
+
+from pdd_core.agent.gateway_types import Outcome, RecordContext, Route, gateway_record
+from pdd_core.routing import Pipeline
+from pdd_core.specs import SLA
+
+ROUTE = Route(Pipeline.P_RLD_MD, "relay", "p-1", "rld-0", "md-1", 0, 0, 0.5, 0.2, ticket=1)
+CONTEXT = RecordContext("acme", "abc", "deepseek-v3", "dc-a", "gateway")
+
+
+def test_a_failed_request_is_billed_only_for_the_tokens_the_client_got() -> None:
+    outcome = Outcome("cmpl-1", ROUTE, tokens=list(range(10_000)), rld_tokens=4, md_tokens=9996)
+    outcome.error = "agent md-1 went down"
+
+    record = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=True, delivered=0).to_json()
+
+    assert record["output_tokens"] == 0
+    assert record["sla_met"] is False
+    assert (record["prefill_agent"], record["relay_agent"], record["main_agent"]) == (
+        "p-1", "rld-0", "md-1",
+    )  # fmt: skip
+    assert record["error"] == "agent md-1 went down"
+
+
+def test_a_served_request_records_every_token_and_who_decoded_them() -> None:
+    outcome = Outcome("cmpl-2", ROUTE, tokens=[5] * 40, rld_tokens=8, md_tokens=32)
+    outcome.handoff_mode = "one-shot"
+
+    record = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=False, delivered=40).to_json()
+
+    assert (record["output_tokens"], record["rld_tokens"], record["md_tokens"]) == (40, 8, 32)
+    assert record["handoff_mode"] == "one-shot"
+    assert record["error"] == ""
