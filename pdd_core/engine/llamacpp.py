@@ -36,6 +36,7 @@ import numpy as np
 
 from pdd_core.engine import llamacpp_state as state_format
 from pdd_core.engine.llamacpp_config import KV_TYPES, LlamaCppSettings, settings_from_mapping
+from pdd_core.engine.llamacpp_vocab import is_byte_vocabulary
 from pdd_core.engine.protocol import (
     DecodeState,
     EngineError,
@@ -48,7 +49,6 @@ from pdd_core.engine.protocol import (
     check_chain,
     generate,
 )
-from pdd_core.engine.tokenizer import BOS, BYTE_VALUES, EOS, VOCAB_SIZE
 
 log = logging.getLogger(__name__)
 _TYPE_NAMES = {v: k for k, v in KV_TYPES.items()}
@@ -102,14 +102,8 @@ class LlamaCppEngine:
             raise EngineError(f"gguf: llama.cpp could not load {settings.gguf!r}")
         vocab = lib.llama_model_get_vocab(self._model)
         self.vocab_size = int(lib.llama_vocab_n_tokens(vocab))
-        self.byte_vocabulary = self._is_byte_vocabulary(vocab)
-        if not self.byte_vocabulary:
-            log.warning(
-                "%s: its vocabulary is not the byte vocabulary the data plane tokenizes with "
-                "(and stops on EOS %d of): its text will be garbled (docs/llamacpp.md)",
-                settings.gguf,
-                EOS,
-            )
+        self.byte_vocabulary = is_byte_vocabulary(lib, vocab)
+        self.eos_token = int(lib.llama_vocab_eos(vocab))  # decode agents stop on it
         params = lib.llama_context_default_params()
         params.n_ctx = settings.n_ctx
         params.n_batch = params.n_ubatch = settings.n_batch
@@ -236,17 +230,6 @@ class LlamaCppEngine:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _is_byte_vocabulary(self, vocab: Any) -> bool:
-        """Whether ids mean what ``ByteTokenizer`` means: bytes 0-255, then BOS and EOS."""
-        if self.vocab_size != VOCAB_SIZE:
-            return False
-        text = self._lib.llama_vocab_get_text
-        return bool(
-            all(text(vocab, i) == f"<0x{i:02X}>".encode() for i in range(BYTE_VALUES))
-            and int(self._lib.llama_vocab_bos(vocab)) == BOS
-            and int(self._lib.llama_vocab_eos(vocab)) == EOS
-        )
-
     def _own(self, kv: SequenceKV) -> LlamaKV:
         if not isinstance(kv, LlamaKV) or kv.engine_id != id(self):
             raise EngineError("kv: was not produced by this LlamaCppEngine")
@@ -338,15 +321,22 @@ def describe(layout: state_format.Layout) -> str:
 def engine_from_spec(raw: Mapping[str, Any], block_size: int) -> LlamaCppEngine:
     """The engine a topology's ``engine.llamacpp`` section describes.
 
-    With ``gguf_source: "tiny"`` the GGUF file is first written from the seeded
+    With ``gguf_source`` set the GGUF file is first written from the seeded
     ``TinyTransformer`` if it is missing (the file is the same in every process).
     """
     settings = settings_from_mapping(raw)
-    if settings.gguf_source == "tiny":
+    ensure_source(settings)
+    return LlamaCppEngine(settings, block_size)
+
+
+def ensure_source(settings: LlamaCppSettings) -> None:
+    """Write the GGUF file from the seeded ``TinyTransformer`` if ``gguf_source`` says so and it
+    is missing: ``"tiny"`` with the byte vocabulary, ``"tiny-bpe"`` with the shipped BPE."""
+    if settings.gguf_source:
         from pdd_core.engine.gguf_export import ensure_tiny
 
-        ensure_tiny(settings.gguf)
-    return LlamaCppEngine(settings, block_size)
+        vocab = "bpe" if settings.gguf_source == "tiny-bpe" else "byte"
+        ensure_tiny(settings.gguf, vocab=vocab)
 
 
 @contextmanager
