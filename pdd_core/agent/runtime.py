@@ -83,9 +83,13 @@ def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engin
     )
 
 
+def offloads(config: DataPlaneConfig) -> bool:
+    """Whether agents run engine calls in a worker thread (llama.cpp: long real calls)."""
+    return config.engine.kind == "llamacpp"
+
+
 def eos_token(engine: Engine) -> int:
-    """The id that ends a stream: the model's own for llama.cpp (read from its GGUF file),
-    ``ByteTokenizer``'s EOS for the other engines."""
+    """The id that ends a stream: the model's own (llama.cpp), else ``ByteTokenizer``'s."""
     return int(getattr(engine, "eos_token", EOS))
 
 
