@@ -76,3 +76,13 @@ def test_the_tiny_bpe_source_writes_the_bpe_file(tmp_path: Path) -> None:
     assert path.is_file()
     assert isinstance(tokenizer, GgufTokenizer)
     assert eos == 1
+
+
+def test_an_export_whose_vocabulary_does_not_fit_the_model_is_refused(tmp_path: Path) -> None:
+    from pdd_core.engine.tiny import TinyConfig
+
+    with pytest.raises(ValueError, match="vocab 'bpe' has 4096 tokens; the model has 258"):
+        export_tiny(tmp_path / "x.gguf", TinyConfig(), vocab="bpe")
+    with pytest.raises(ValueError, match="vocab: must be one of byte, bpe, got 'spm'"):
+        export_tiny(tmp_path / "x.gguf", vocab="spm")
+    assert list(tmp_path.iterdir()) == []
