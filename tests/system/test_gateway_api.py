@@ -12,6 +12,7 @@ import pytest
 from pdd_core.agent.journal import RECORD_FIELDS
 from pdd_core.agent.supervisor import DataPlane
 from tests.system.conftest import post
+from tests.system.test_pipelines import reference
 
 pytestmark = pytest.mark.system
 
@@ -80,3 +81,27 @@ def test_the_gateway_journals_each_request_in_the_telemetry_shape(tiny_plane: Da
     assert (record["pipeline"], record["output_tokens"], record["rld_tokens"]) == ("P-RLD", 3, 3)
     assert (record["tenant"], record["site"], record["wan_bytes"]) == ("demo", "dc-a", 0)
     assert record["sla_met"] is True and record["rejected"] is False
+
+
+def test_a_prompt_over_the_context_window_gets_400_naming_the_limit(
+    tiny_plane: DataPlane,
+) -> None:
+    status, _, body = post(tiny_plane, "/v1/completions", {"prompt": "z" * 5000, "max_tokens": 4})
+
+    assert status == 400
+    assert body["error"]["code"] == "context_length_exceeded"
+    assert "5001 tokens" in body["error"]["message"]
+    assert "4096 tokens" in body["error"]["message"]
+
+
+def test_max_tokens_beyond_the_window_is_capped_to_what_it_leaves(tiny_plane: DataPlane) -> None:
+    prompt = "y" * 4000  # 4001 byte tokens with BOS: 95 left in the tiny model's 4096
+
+    status, _, body = post(
+        tiny_plane, "/v1/completions",
+        {"prompt": prompt, "max_tokens": 1_000_000_000, "pdd": {"pipeline": "P-RLD"}},
+    )  # fmt: skip
+
+    assert status == 200
+    assert body["usage"]["prompt_tokens"] == 4001
+    assert body["usage"]["completion_tokens"] == len(reference(prompt, 95))
