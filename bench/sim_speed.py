@@ -1,51 +1,147 @@
-"""Simulated requests per second of each policy on a public trace (a benchmark, not a test).
+"""Simulated requests per CPU-second, this simulator against the one before the engine models.
 
-Runs the Mooncake conversation trace (12k requests, about one hour) through the reference
-scenario's topologies, one policy after another on one core, and prints wall time and simulated
-requests per second side by side. The issue's goal is the ``pdd`` row within 10 s.
+Runs a workload (by default the Mooncake conversation trace, ~12k requests, through the
+reference scenario's topologies) under each policy twice, in fresh subprocesses on one core:
+once with this tree's ``pdd_core`` and once with the simulator as it was at ``--baseline``
+(default ``ff35434``, before paged KV, mixed iterations and the shared predictor), exported
+with ``git archive`` into a temporary directory. It prints both side by side with the ratio,
+plus this tree's requests per wall-second. The goal of issue #12 is a ratio of at least 1
+(no loss of simulated requests per CPU-second while the engine models are added). Each side
+runs ``--repeat`` times in one process and the best CPU time counts, because on a shared
+machine a run's CPU time also grows with cache and memory-bus contention from other jobs.
 
     .venv/bin/python bench/sim_speed.py [--trace FILE] [--scenario FILE] [--policies ...]
+        [--baseline COMMIT] [--max-requests N]
+
+The baseline reads the same scenario file when it can; a file with keys the old code does not
+know falls back to the baseline commit's own copy, and the table says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from pdd_core.scenario import load_scenario  # noqa: E402
-from pdd_core.sim import POLICIES  # noqa: E402
-
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "mooncake_conversation_trace.jsonl"
 DEFAULT_SCENARIO = ROOT / "fixtures" / "scenarios" / "pdd_reference.toml"
+POLICIES = ("colocated", "same-dc", "naive-cross-dc", "pdd")
+
+# Runs in a subprocess: load the scenario, run one policy, print CPU and wall seconds as JSON.
+WORKER = """
+import json, sys, time
+from pdd_core.scenario import load_scenario
+from pdd_core.sim import Policy, Simulator
+path, trace, policy = sys.argv[1], sys.argv[2] or None, sys.argv[3]
+limit, repeat = int(sys.argv[4]), int(sys.argv[5])
+scenario = load_scenario(path, trace=trace)
+requests = scenario.workload.requests()
+if limit:
+    requests = requests[:limit]
+best_cpu = best_wall = float("inf")
+for _ in range(repeat):
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = scenario.run(policy, requests)
+    best_cpu = min(best_cpu, time.process_time() - cpu)
+    best_wall = min(best_wall, time.perf_counter() - wall)
+# Events: one more (untimed) run through the Simulator class both versions have; its event
+# counter is private, read here only to size the work per request.
+sim = Simulator(scenario.topology_for(policy), Policy(policy), model_id=scenario.model_id,
+                sla=scenario.sla, table=scenario.table, config=scenario.config)
+sim.run(requests)
+s = result.summary
+print(json.dumps({"requests": len(requests), "cpu": best_cpu, "wall": best_wall,
+                  "events": next(sim._seq), "served": s.served, "rejected": s.rejected}))
+"""
+
+
+def run_worker(
+    pythonpath: Path, scenario: Path, trace: Path | None, policy: str, args: argparse.Namespace
+) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    argv = [str(scenario), str(trace or ""), policy, str(args.max_requests), str(args.repeat)]
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, *argv],
+        cwd=pythonpath,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def export_baseline(commit: str, into: Path) -> None:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "pdd_core", "fixtures"],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
-    parser.add_argument("--policies", nargs="+", default=[str(p) for p in POLICIES])
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES))
+    parser.add_argument("--baseline", default="ff35434")
+    parser.add_argument("--max-requests", type=int, default=0, help="0: the whole workload")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per policy and side; the best CPU time counts"
+    )
     args = parser.parse_args()
-    if not args.trace.exists():
-        print(f"trace not found: {args.trace}", file=sys.stderr)
-        return 2
-    scenario = load_scenario(args.scenario, trace=args.trace)
-    started = time.perf_counter()
-    requests = scenario.workload.requests()
-    read_s = time.perf_counter() - started
-    print(f"trace {args.trace.name}: {len(requests)} requests, read in {read_s:.2f} s")
-    print(f"scenario {args.scenario.name}")
-    print(f"{'policy':<16}{'wall s':>8}{'sim req/s':>12}{'served':>8}{'rejected':>10}")
-    for policy in args.policies:
-        started = time.perf_counter()
-        result = scenario.run(policy, requests)
-        wall = time.perf_counter() - started
-        s = result.summary
-        print(f"{policy:<16}{wall:>8.2f}{len(requests) / wall:>12.0f}{s.served:>8}{s.rejected:>10}")
+    trace = args.trace if args.trace.exists() else None
+    if trace is None:
+        print(f"trace not found: {args.trace}; using the scenario's own workload")
+    scenario = args.scenario.resolve()
+    print(f"scenario {scenario.name}, workload {trace.name if trace else 'generator'}")
+    print(
+        f"{'policy':<16}{'requests':>9}{'base req/CPU-s':>16}{'now req/CPU-s':>15}"
+        f"{'ratio':>7}{'now req/wall-s':>16}{'base ev/req':>12}{'now ev/req':>11}"
+        f"{'base ev/CPU-s':>15}{'now ev/CPU-s':>14}{'ratio':>7}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        base_dir = Path(tmp)
+        export_baseline(args.baseline, base_dir)
+        base_scenario = scenario
+        notes = []
+        for policy in args.policies:
+            now = run_worker(ROOT, scenario, trace, policy, args)
+            try:
+                base = run_worker(base_dir, base_scenario, trace, policy, args)
+            except RuntimeError as exc:
+                if base_scenario != scenario:
+                    raise
+                base_scenario = base_dir / scenario.relative_to(ROOT)
+                notes.append(f"baseline read {args.baseline}'s copy of the scenario ({exc})")
+                base = run_worker(base_dir, base_scenario, trace, policy, args)
+            base_rate = base["requests"] / base["cpu"]
+            now_rate = now["requests"] / now["cpu"]
+            base_ev = base["events"] / base["cpu"]
+            now_ev = now["events"] / now["cpu"]
+            print(
+                f"{policy:<16}{int(now['requests']):>9}{base_rate:>16.0f}{now_rate:>15.0f}"
+                f"{now_rate / base_rate:>7.2f}{now['requests'] / now['wall']:>16.0f}"
+                f"{base['events'] / base['requests']:>12.1f}"
+                f"{now['events'] / now['requests']:>11.1f}"
+                f"{base_ev:>15.0f}{now_ev:>14.0f}{now_ev / base_ev:>7.2f}"
+            )
+        for note in notes:
+            print(note)
+    print(
+        f"baseline: {args.baseline} (git archive); ratios = now / base, goal >= 1 for "
+        "req/CPU-s; ev/req = simulated events per request (the work the model asks for), "
+        "ev/CPU-s = the cost of each"
+    )
     return 0
 
 

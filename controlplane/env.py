@@ -85,7 +85,10 @@ def database_from_url(name: str, default_sqlite: Path) -> dict[str, Any]:
             port = parts.port
         except ValueError:
             raise ImproperlyConfigured(f"{name}: malformed port in {value!r}") from None
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        pool = postgres_pool()
+        if pool is not None:
+            options["pool"] = pool
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": db_name,
@@ -94,12 +97,36 @@ def database_from_url(name: str, default_sqlite: Path) -> dict[str, Any]:
             "HOST": parts.hostname or "",
             "PORT": str(port or ""),
             "OPTIONS": options,
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
+            # No connection kept per thread: under ASGI every sync view and consumer call may
+            # run on its own thread, and persistent per-thread connections exhaust the server.
+            "CONN_MAX_AGE": 0,
         }
     raise ImproperlyConfigured(
         f"{name}: unsupported scheme {parts.scheme!r}; use postgres://... or sqlite:///path"
     )
+
+
+def postgres_pool() -> dict[str, Any] | None:
+    """psycopg 3's connection pool as Django 5.2 takes it (``OPTIONS["pool"]``), sized by
+    ``PDD_DB_POOL_MIN_SIZE``/``PDD_DB_POOL_MAX_SIZE``; ``PDD_DB_POOL_MAX_SIZE=0`` turns the
+    pool off (one connection per request, closed after it). A request waits at most
+    ``PDD_DB_POOL_TIMEOUT_S`` for a connection; connections above the minimum idle for
+    ``PDD_DB_POOL_MAX_IDLE_S`` are closed, so the server returns to its baseline after a burst.
+    """
+    max_size = env_int("PDD_DB_POOL_MAX_SIZE", 10, minimum=0)
+    if max_size == 0:
+        return None
+    min_size = env_int("PDD_DB_POOL_MIN_SIZE", 1, minimum=0)
+    if min_size > max_size:
+        raise ImproperlyConfigured(
+            f"PDD_DB_POOL_MIN_SIZE ({min_size}) exceeds PDD_DB_POOL_MAX_SIZE ({max_size})"
+        )
+    return {
+        "min_size": min_size,
+        "max_size": max_size,
+        "timeout": env_int("PDD_DB_POOL_TIMEOUT_S", 30, minimum=1),
+        "max_idle": env_int("PDD_DB_POOL_MAX_IDLE_S", 60, minimum=1),
+    }
 
 
 @dataclass(frozen=True)

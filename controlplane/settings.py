@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
     "channels",
     "controlplane.core",
     "controlplane.accounts",
@@ -65,6 +67,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it answers a locked-out login with 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -138,6 +142,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes): after PDD_LOGIN_FAILURE_LIMIT failed logins of one username
+# from one address, that pair is locked out for PDD_LOGIN_COOLOFF_MINUTES (429).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.env_int("PDD_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env.env_int("PDD_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -217,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI and ReDoc from the installed drf-spectacular-sidecar: the docs work offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # Two fields are called "role" with different choices: pool roles (P/RLD/MD) and agent roles.
     "ENUM_NAME_OVERRIDES": {
         "PoolRoleEnum": "controlplane.inventory.models.Role",
@@ -231,7 +250,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.env_str("PDD_LOG_LEVEL", "INFO")},
 }
 
-if not DEBUG:
-    SESSION_COOKIE_HTTPONLY = True
-    CSRF_COOKIE_SECURE = env.env_bool("PDD_SECURE_COOKIES", False)
-    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE
+# HTTPS (every warning of ``manage.py check --deploy`` has its setting here): cookies only over
+# HTTPS, redirect HTTP to HTTPS, HSTS, and trust X-Forwarded-Proto from a TLS-terminating proxy.
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SECURE = env.env_bool("PDD_SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE
+SECURE_SSL_REDIRECT = env.env_bool("PDD_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env.env_int("PDD_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.env_bool("PDD_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env.env_bool("PDD_HSTS_PRELOAD", False)
+if env.env_bool("PDD_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Prometheus scrapes /metrics over plain HTTP inside a cluster even when pages redirect.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]

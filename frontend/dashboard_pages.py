@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -23,11 +22,12 @@ from controlplane.inventory import selectors as inventory
 from controlplane.telemetry import integrations
 from controlplane.telemetry import selectors as telemetry
 from controlplane.telemetry.models import AlertMetric, AlertState, SlaRule
+from frontend.access import operator_page
 
 SERIES_POINTS = 120  # ten minutes of 5 s windows
 
 
-@login_required
+@operator_page
 def overview(request: HttpRequest) -> HttpResponse:
     """Live KPIs and the overview charts of the whole deployment."""
     data: dict[str, Any] = {
@@ -42,7 +42,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "frontend/dashboard/overview.html", context)
 
 
-@login_required
+@operator_page
 def topology(request: HttpRequest) -> HttpResponse:
     """Sites with their pools, links with capacity and live utilisation, chips, models, agents."""
     pools = list(inventory.instance_pool_list())
@@ -80,7 +80,7 @@ def _rule_from_post(request: HttpRequest) -> SlaRule:
     )  # fmt: skip
 
 
-@login_required
+@operator_page
 @require_http_methods(["GET", "POST"])
 def alerts(request: HttpRequest) -> HttpResponse:
     """Open and recent alerts, and the SLA rules (operators may add and delete rules)."""

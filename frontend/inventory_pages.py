@@ -12,7 +12,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.http import Http404, HttpRequest, HttpResponse
@@ -25,6 +24,7 @@ from controlplane.core.services import model_create, model_delete, model_update
 from controlplane.inventory import selectors
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
 from frontend import labels
+from frontend.access import operator_page
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,9 @@ KINDS = {
         Kind("chip-models", "Chips", "chip", ChipModel,
              ("slug", "name", "bf16_tflops", "hbm_gib", "hbm_tbps", "price_per_hour"),
              ("slug", "name", "vendor", "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps",
-              "scaleup_gbytes_per_s", "scaleout_gbits_per_s", "compute_efficiency",
-              "memory_efficiency", "price_per_hour", "source", "notes", "is_estimate"),
+              "scaleup_gbytes_per_s", "scaleout_gbits_per_s", "scaleup_domain",
+              "chips_per_node", "compute_efficiency", "memory_efficiency", "price_per_hour",
+              "source", "notes", "is_estimate"),
              selectors.chip_model_list),
         Kind("links", "Links", "link", Link,
              ("slug", "kind", "source", "target", "bandwidth_gbps", "rtt_ms", "jitter_ms"),
@@ -101,7 +102,7 @@ def _cell(obj: models.Model, column: str) -> Any:
     return getattr(value, "slug", value)
 
 
-@login_required
+@operator_page
 def inventory_list(request: HttpRequest, kind: str) -> HttpResponse:
     spec = _kind(kind)
     rows = [(obj, [_cell(obj, c) for c in spec.columns]) for obj in spec.queryset()]
@@ -114,7 +115,7 @@ def inventory_list(request: HttpRequest, kind: str) -> HttpResponse:
     return render(request, "frontend/inventory/list.html", context)
 
 
-@login_required
+@operator_page
 def inventory_edit(request: HttpRequest, kind: str, slug: str | None = None) -> HttpResponse:
     spec = _kind(kind)
     _require_operator(request)
@@ -129,7 +130,7 @@ def inventory_edit(request: HttpRequest, kind: str, slug: str | None = None) -> 
     return render(request, "frontend/inventory/edit.html", context)
 
 
-@login_required
+@operator_page
 def inventory_delete(request: HttpRequest, kind: str, slug: str) -> HttpResponse:
     spec = _kind(kind)
     _require_operator(request)

@@ -12,7 +12,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -24,6 +23,7 @@ from controlplane.accounts.selectors import user_scope
 from controlplane.planning import selectors, services
 from controlplane.planning.models import Plan, WorkloadProfile
 from frontend import plan_verdict
+from frontend.access import operator_page
 
 
 class PlanForm(forms.Form):
@@ -46,7 +46,7 @@ def _is_operator(request: HttpRequest) -> bool:
     return user_scope(request.user) == Scope.OPERATOR.value
 
 
-@login_required
+@operator_page
 def plan_list(request: HttpRequest) -> HttpResponse:
     form = PlanForm(request.POST or None)
     if request.method == "POST":
@@ -100,7 +100,7 @@ def bathtub_figure(result: dict[str, Any]) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
-@login_required
+@operator_page
 def plan_detail(request: HttpRequest, pk: int) -> HttpResponse:
     plan = get_object_or_404(selectors.plan_list(), pk=pk)
     result = plan.result or {}
@@ -146,7 +146,7 @@ def _predicted_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-@login_required
+@operator_page
 @require_POST
 def plan_activate(request: HttpRequest, pk: int) -> HttpResponse:
     if not _is_operator(request):

@@ -29,12 +29,17 @@ Modelling conventions (shared by every function):
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pdd_core.collectives import (
+    ACTIVATION_BYTES,
+    SEND_LATENCY_S,
+    allreduce_time,
+    alltoall_time,
+)
 from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
 from pdd_core.specs.shape import (
     HBM_RESERVE_FRACTION,
@@ -47,10 +52,6 @@ from pdd_core.specs.shape import (
 Bound = Literal["compute", "memory", "comm"]
 ShapeLike = InstanceShape | int
 
-# Activations cross the scale-up link in BF16 (2 bytes) in every mainstream serving engine,
-# whatever the weight format.
-ACTIVATION_BYTES = 2.0
-
 # Fixed cost per layer of a forward pass that no roofline term covers: kernel launches,
 # synchronisation and scheduler work (about 10 kernels of ~1 us each per layer with CUDA graphs).
 # It is what keeps a batch-1 decode step of a small model from being predicted at a few
@@ -61,30 +62,6 @@ LAUNCH_OVERHEAD_PER_LAYER_S = 10e-6
 # per token: two RMSNorms (read + write: 4), two residual adds (read 2, write 1: 6), rotary and
 # the gated activation's hidden-sized part (2). Each TP rank does it for all of its rank's tokens.
 ELEMENTWISE_VECTORS_PER_LAYER = 12
-
-# Measured all-reduce latency on 8 x H100 (SGLang custom all-reduce, CUDA-graph free, PR
-# sgl-project/sglang#2904): message bytes -> seconds for tp 2 / 4 / 8. Below the first point the
-# first value holds; between points log-linear interpolation; above 1 MiB the excess bytes move
-# at ALLREDUCE_BUS_EFFICIENCY of the scale-up bandwidth. Other chips scale the part above the
-# smallest message's latency by 450 GB/s / their scale-up bandwidth.
-ALLREDUCE_MEASURED_H100: dict[int, tuple[tuple[int, float], ...]] = {
-    2: ((512, 3.7e-6), (4096, 3.9e-6), (32768, 4.5e-6), (262144, 7.9e-6), (524288, 12.5e-6),
-        (1048576, 19.9e-6)),
-    4: ((512, 4.8e-6), (4096, 3.7e-6), (32768, 4.8e-6), (262144, 13.9e-6), (524288, 20.2e-6),
-        (1048576, 31.1e-6)),
-    8: ((512, 5.9e-6), (4096, 5.7e-6), (32768, 7.8e-6), (262144, 16.7e-6), (524288, 22.1e-6),
-        (1048576, 33.8e-6)),
-}  # fmt: skip
-ALLREDUCE_REFERENCE_GBYTES_PER_S = 450.0
-# Large NCCL all-reduces on NVLink reach about 0.8 of the link's per-direction bandwidth as bus
-# bandwidth (nccl-tests all_reduce_perf busbw on 8 x H100); an assumption for other fabrics.
-ALLREDUCE_BUS_EFFICIENCY = 0.8
-
-# One all-to-all (MoE dispatch or combine) or pipeline hand-off costs at least this much: a
-# network round of RDMA writes plus the kernel (DeepEP low-latency dispatch on H800: ~150-200 us
-# for 128 tokens over 8-256 ranks across nodes; inside a node tens of us).
-ALLTOALL_LATENCY_S = 20e-6
-SEND_LATENCY_S = 10e-6
 
 # A pipelined prefill moves through the stages in micro-batches of this many tokens; only used
 # when pp > 1. Large enough that a micro-batch's matmuls stay compute-bound on every catalog
@@ -211,42 +188,21 @@ def min_tp(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> int:
 def min_shape(model: ModelSpec, chip: ChipSpec, kv_tokens: int = 0) -> InstanceShape:
     """The valid shape with the fewest chips whose one rank holds ``kv_tokens`` tokens of KV.
 
+    Only shapes that pack whole nodes count (a divisor or a multiple of ``chips_per_node``).
     Ties go to the larger tp (faster single-request prefill), then the shallower pipeline.
     Raises ``ValueError`` when no valid shape of up to 8 pipeline stages holds it.
     """
     need = max(kv_tokens, 1)
-    fits = [s for s in valid_shapes(model, chip) if kv_tokens_per_rank(model, chip, s) >= need]
+    node = chip.chips_per_node
+    fits = [
+        s
+        for s in valid_shapes(model, chip)
+        if kv_tokens_per_rank(model, chip, s) >= need
+        and (s.chips % node == 0 or node % s.chips == 0)
+    ]
     if not fits:
         raise ValueError(f"{model.id} with {kv_tokens} KV tokens has no valid shape on {chip.id}")
     return min(fits, key=lambda s: (s.chips, -s.tp, s.pp))
-
-
-def allreduce_time(chip: ChipSpec, tp: int, message_bytes: float) -> float:
-    """One all-reduce of ``message_bytes`` over ``tp`` ranks of ``chip``'s scale-up fabric.
-
-    Interpolates the measured H100 table (``ALLREDUCE_MEASURED_H100``, the nearest tp column at
-    or above ``tp``, 8 beyond) in log message size; the part above its smallest-message latency
-    scales with 450 GB/s over the chip's scale-up bandwidth; beyond 1 MiB the extra bytes cost
-    ``2 (tp-1)/tp x bytes / (ALLREDUCE_BUS_EFFICIENCY x scale-up)``. Zero for ``tp = 1``.
-    """
-    if tp <= 1 or message_bytes <= 0:
-        return 0.0
-    column = next((t for t in (2, 4, 8) if t >= tp), 8)
-    table = ALLREDUCE_MEASURED_H100[column]
-    floor_s = table[0][1]
-    scale = ALLREDUCE_REFERENCE_GBYTES_PER_S / chip.scaleup_gbytes_per_s
-    sizes = [size for size, _ in table]
-    if message_bytes <= sizes[0]:
-        return floor_s
-    if message_bytes >= sizes[-1]:
-        extra = 2.0 * (tp - 1) / tp * (message_bytes - sizes[-1])
-        measured = floor_s + (table[-1][1] - floor_s) * scale
-        return measured + extra / (ALLREDUCE_BUS_EFFICIENCY * chip.scaleup_bytes_per_s)
-    i = bisect.bisect_left(sizes, message_bytes)
-    (s0, t0), (s1, t1) = table[i - 1], table[i]
-    frac = math.log(message_bytes / s0) / math.log(s1 / s0)
-    measured = t0 + (t1 - t0) * frac
-    return floor_s + max(measured - floor_s, 0.0) * scale
 
 
 def tp_comm_time(model: ModelSpec, chip: ChipSpec, tokens: float, tp: ShapeLike) -> float:
@@ -299,6 +255,7 @@ def prefill_time(
         attention_pairs=attention_pairs,
         kv_tokens=batch * (cached_tokens + new_tokens),
         prefill=True,
+        absorbed=new_tokens == 1,
     )
 
 
@@ -363,7 +320,23 @@ def _decode(
         attention_pairs=total_context + batch / 2,
         kv_tokens=total_context + batch,
         prefill=False,
+        absorbed=True,
     )
+
+
+def attention_flops_per_pair(model: ModelSpec, *, absorbed: bool) -> float:
+    """FLOPs of one query-key pair in one layer: QK^T and PV, 2 FLOPs per multiply-add.
+
+    MHA/GQA, and MLA in its prefill form (keys and values decompressed per head), score over
+    ``head_dim``: ``4 x heads x head_dim``. MLA decode runs in the absorbed form (DeepSeek-V2
+    section 2.1.2; FlashMLA): every head scores against the shared latent plus the RoPE key and
+    reads values from the latent, ``2 x heads x (2 kv_lora_rank + rope_dim)``, about 2-3x the
+    prefill form; it is why large-batch MLA decode is compute-bound (FlashMLA's README reports
+    580 TFLOP/s compute-bound decode on H800). ``absorbed`` is set for one-token passes.
+    """
+    if absorbed and model.attention is Attention.MLA:
+        return 2.0 * model.attention_heads * (2 * model.kv_lora_rank + model.rope_dim)
+    return 4.0 * model.attention_heads * model.head_dim
 
 
 def _stage_weight_bytes(model: ModelSpec, shape: InstanceShape, tokens: float) -> float:
@@ -391,6 +364,7 @@ def _forward(
     attention_pairs: float,
     kv_tokens: float,
     prefill: bool,
+    absorbed: bool,
 ) -> Timing:
     """The shared roofline of every pass (see the module docstring for the conventions)."""
     pp = shape.pp
@@ -405,11 +379,13 @@ def _forward(
     mb_tokens = tokens / micro
     rank_tokens = mb_tokens / shape.dp
     stage_layers = model.layers / pp
-    d_attn = model.attention_heads * model.head_dim
-    # 2 FLOPs per parameter per token for the matmuls, 4 d_attn per layer per attention pair.
+    # 2 FLOPs per parameter per token for the matmuls, plus attention per query-key pair.
     flops = (
         2.0 * model.active_params_b * 1e9 * mb_tokens
-        + 4.0 * model.layers * d_attn * attention_pairs / micro
+        + model.layers
+        * attention_flops_per_pair(model, absorbed=absorbed)
+        * attention_pairs
+        / micro
     ) / pp
     compute_s = flops / (chip.compute_efficiency * chip.peak_flops * shape.stage_chips)
     kv_per_chip = kv_tokens / micro / shape.dp * kv_bytes_per_token_per_chip(model, shape)
@@ -424,7 +400,7 @@ def _forward(
         comm_s += stage_layers * 2 * allreduce_time(chip, shape.tp, message)
     hidden_s = 0.0
     if shape.ep > 1:
-        a2a = stage_layers * 2 * _alltoall_time(model, chip, shape, mb_tokens)
+        a2a = stage_layers * 2 * alltoall_time(model, chip, shape, mb_tokens)
         visible = max(0.0, a2a - max(compute_s, memory_s))
         comm_s += visible
         hidden_s = a2a - visible
@@ -448,20 +424,6 @@ def _forward(
         bound=bound,
         hidden_comm_s=passes * hidden_s,
     )
-
-
-def _alltoall_time(model: ModelSpec, chip: ChipSpec, shape: InstanceShape, tokens: float) -> float:
-    """One MoE dispatch (or combine) all-to-all of a micro-batch over the ``ep`` ranks.
-
-    Each chip sends its share of the tokens, ``tokens / (tp x dp)``, to ``top_k`` experts, of
-    which ``1 - 1/ep`` live elsewhere: ``bytes / link + ALLTOALL_LATENCY_S``. The link is the
-    scale-up fabric while the expert group fits one domain, else the chip's scale-out NIC.
-    """
-    link = chip.scaleup_bytes_per_s
-    if shape.stage_chips > chip.scaleup_domain:
-        link = chip.scaleout_gbits_per_s * 1e9 / 8
-    per_chip = tokens / shape.stage_chips * model.moe_top_k * model.hidden_size * ACTIVATION_BYTES
-    return ALLTOALL_LATENCY_S + per_chip * (1 - 1 / shape.ep) / link
 
 
 def _check_counts(**counts: int) -> None:

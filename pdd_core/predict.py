@@ -41,6 +41,9 @@ Inputs (what each field means, so either side can fill it):
       ``1 / (1 - utilisation)`` (Kleinrock's M/G/1-PS result), so the prediction uses the
       larger of that and the current ``flows + 1``.
 
+The states are named tuples (immutable, and three times cheaper to build than frozen
+dataclasses, which matters on the gateway's per-request path).
+
 Outputs: ``Prediction`` holds every feature the router and an operator's record need: P wait,
 prefill, MD wait, WAN time, RDMA time, the relay's wait, the predicted TTFT (the first token
 comes out of prefill and is emitted once the decoding instance holds the request's KV and has
@@ -54,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pdd_core.routing import (
     InstanceView,
@@ -71,8 +75,7 @@ from pdd_core.transfer import ideal_transfer_s
 MAX_UTILISATION = 0.95
 
 
-@dataclass(frozen=True, slots=True)
-class PrefillState:
+class PrefillState(NamedTuple):
     """One prefill candidate; see the module docstring for each field."""
 
     queued_s: float
@@ -80,8 +83,7 @@ class PrefillState:
     prefill_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeState:
+class DecodeState(NamedTuple):
     """One decode instance (MD, RLD or D); see the module docstring for each field."""
 
     active: int
@@ -94,8 +96,7 @@ class DecodeState:
     kv_capacity_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class LinkState:
+class LinkState(NamedTuple):
     """A link's rate, round trip and current flows; see the module docstring."""
 
     bandwidth_gbps: float
@@ -168,16 +169,38 @@ def link_s(link: LinkState, nbytes: float) -> float:
     )
 
 
+def occupancy(
+    active: int, waiting: int, max_batch: int, free_kv_tokens: int, kv_capacity_tokens: int
+) -> float:
+    """``decode_load`` from plain numbers (for callers that hold them without a state)."""
+    if max_batch <= 0:
+        return 1.0
+    slots = (active + waiting) / max_batch
+    if kv_capacity_tokens > 0:
+        slots = max(slots, 1.0 - free_kv_tokens / kv_capacity_tokens)
+    return min(1.0, slots)
+
+
 def decode_load(state: DecodeState) -> float:
     """Occupancy in [0, 1]: the higher of running plus waiting sequences over the batch limit
     and the share of the KV pool in use (``routing.choose_handoff_mode``'s ``rld_load``)."""
-    if state.max_batch <= 0:
-        return 1.0
-    slots = (state.active + state.waiting) / state.max_batch
-    if state.kv_capacity_tokens > 0:
-        used = 1.0 - state.free_kv_tokens / state.kv_capacity_tokens
-        slots = max(slots, used)
-    return min(1.0, slots)
+    return occupancy(
+        state.active,
+        state.waiting,
+        state.max_batch,
+        state.free_kv_tokens,
+        state.kv_capacity_tokens,
+    )
+
+
+def least(values: Sequence[float]) -> int:
+    """Index of the smallest value, ties to the lower index; -1 for none."""
+    best = -1
+    best_value = math.inf
+    for index, value in enumerate(values):
+        if value < best_value:
+            best, best_value = index, value
+    return best
 
 
 def decode_wait_s(state: DecodeState, need_tokens: int) -> float:
@@ -200,13 +223,7 @@ def decode_wait_s(state: DecodeState, need_tokens: int) -> float:
 
 def choose_relay(relays: Sequence[DecodeState]) -> int:
     """Index of the least-loaded relay (``decode_load``), ties to the lower index; -1 if none."""
-    best = -1
-    best_load = math.inf
-    for index, relay in enumerate(relays):
-        load = decode_load(relay)
-        if load < best_load:
-            best, best_load = index, load
-    return best
+    return least([decode_load(relay) for relay in relays])
 
 
 def choose_prefill(prefills: Sequence[PrefillState]) -> int:
@@ -214,16 +231,27 @@ def choose_prefill(prefills: Sequence[PrefillState]) -> int:
     ties to the larger hit then the lower index: ``routing.choose_instance``'s rule."""
     if not prefills:
         raise ValueError("prefills: need at least one prefill instance")
-    best = 0
-    best_key = (math.inf, 0, 0)
+    best, best_finish, best_hit = 0, math.inf, -1
     for index, p in enumerate(prefills):
-        key = (p.queued_s + p.prefill_s, -p.hit_tokens, index)
-        if key < best_key:
-            best, best_key = index, key
+        finish = p.queued_s + p.prefill_s
+        if finish < best_finish or (finish == best_finish and p.hit_tokens > best_hit):
+            best, best_finish, best_hit = index, finish, p.hit_tokens
     return best
 
 
 RELAY_REASON = "P-MD would miss the TTFT target: relay"
+
+
+def ship_kv_instead(extend_s: float, ship_s: float) -> bool:
+    """Token-ID handoff or ship-the-KV, from the numbers of the moment (DOMAIN.md section 4).
+
+    ``extend_s`` is MD's predicted extend (recompute) of the handed-over tokens
+    (``perf.extend_time``, which follows the model's real attention, MLA included) plus any
+    queue before it; ``ship_s`` the predicted WAN transfer of their KV (``link_s``: the line's
+    share, round trip, setup and slow start). True when shipping is sooner. Jitter is left out
+    of both, so a shipped chunk can come out later than predicted while an extend rarely does.
+    """
+    return ship_s < extend_s
 
 
 def relay_instead(

@@ -11,10 +11,13 @@ Protocol assumptions, stated once:
   the sender's acknowledgement. A fixed per-transfer ``setup_s`` (block lookup, memory
   registration, the request message) is added on top; it uses no bandwidth.
 - TCP slow start (``initial_window_bytes`` > 0): the sender's window starts at that size and
-  doubles every RTT until it covers the flow's share of the bandwidth-delay product; a transfer
-  pays ``sum over slow-start rounds of (RTT - window / share)`` on top of ``bytes / share``
-  (``slow_start_extra_s``). With 0 the connection's window is already open (a long-lived
-  connection with ``tcp_slow_start_after_idle`` off), as before.
+  doubles every RTT until it covers the line's bandwidth-delay product (where slow start ends
+  on the path's first loss or ``ssthresh``); a transfer pays ``sum over its full slow-start
+  rounds of (RTT - window / line rate)`` on top of ``bytes / share``
+  (``slow_start_extra_s``), as latency that uses no bandwidth. Charging it at the line rate
+  rather than the flow's momentary share keeps a faster line from ever finishing any flow
+  later (a property test holds the flow model to that). With 0 the connection's window is
+  already open (a long-lived connection with ``tcp_slow_start_after_idle`` off), as before.
 - Jitter (``LinkSpec.jitter_ms``, ``LinkSpec.bandwidth_jitter``) is drawn once per transfer and
   is heavy-tailed, as measured WAN delay and throughput are: an extra delay from a Lomax
   (Pareto II) law of shape ``JITTER_SHAPE`` with mean ``jitter_ms``, and a bandwidth factor
@@ -78,10 +81,13 @@ def slow_start_extra_s(
 ) -> float:
     """Seconds TCP slow start adds to a transfer of ``nbytes`` at ``share_bytes_per_s``.
 
-    Each round trip the window (from ``initial_window_bytes``, doubling) sends one window;
-    while the window is below the share's bandwidth-delay product a round costs ``rtt`` where
-    the share would have sent it in ``window / share``. Rounds stop once the window covers the
-    product or the bytes are sent. Zero without a window, a round trip or bytes.
+    Each round trip the window (from ``initial_window_bytes``, doubling) sends one window and
+    waits for its acknowledgements: while the window is below the share's bandwidth-delay
+    product and does not finish the transfer, a round costs ``rtt`` where the share would have
+    sent it in ``window / share``. The rest goes at the share (the last window's bytes arrive
+    within the transfer's final round trip, counted by the caller). Zero without a window, a
+    round trip or bytes. More bandwidth never makes the total longer: an extra round it adds
+    replaces bytes the slower share took at least a round trip to send.
     """
     if initial_window_bytes <= 0 or rtt_s <= 0 or nbytes <= 0 or share_bytes_per_s <= 0:
         return 0.0
@@ -89,10 +95,9 @@ def slow_start_extra_s(
     window = initial_window_bytes
     sent = 0.0
     extra = 0.0
-    while window < bdp and sent < nbytes:
-        chunk = min(window, nbytes - sent)
-        extra += rtt_s - chunk / share_bytes_per_s
-        sent += chunk
+    while window < bdp and sent + window < nbytes:
+        extra += rtt_s - window / share_bytes_per_s
+        sent += window
         window *= 2.0
     return extra
 
@@ -111,11 +116,10 @@ def ideal_transfer_s(
     ``setup + bytes / share + slow-start extra + RTT`` (see the module docstring): plain
     numbers in and out, so the router's predictor (``pdd_core.predict``) calls it directly.
     """
-    share = bytes_per_s / flows
     return (
         setup_s
-        + nbytes / share
-        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + nbytes * flows / bytes_per_s
+        + slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
         + rtt_s
     )
 
@@ -141,12 +145,12 @@ def transfer_time(
     if flows < 1:
         raise ValueError(f"flows: must be at least 1, got {flows!r}")
     jitter = sample_jitter(link, rng)
-    share = link.bytes_per_s / flows * jitter.bandwidth_factor
+    rate = link.bytes_per_s * jitter.bandwidth_factor
     rtt_s = link.rtt_ms / 1000.0
     return (
         setup_s
-        + nbytes / share
-        + slow_start_extra_s(nbytes, share, rtt_s, initial_window_bytes)
+        + nbytes * flows / rate
+        + slow_start_extra_s(nbytes, rate, rtt_s, initial_window_bytes)
         + rtt_s
         + jitter.delay_s
     )
@@ -231,11 +235,12 @@ class FairShareLink:
         self._progress(now)
         jitter = sample_jitter(self.link, self._rng)
         rtt_s = self.link.rtt_ms / 1000.0
-        # Slow start is charged at the share the flow gets when it starts, as latency that
-        # uses no bandwidth (the window, not the line, limits it), so rates never sum above
-        # the line rate.
-        share = self.link.bytes_per_s / (self.active_flows + 1) * jitter.bandwidth_factor
-        ramp = slow_start_extra_s(nbytes, share, rtt_s, self.initial_window_bytes)
+        # Slow start is charged as latency that uses no bandwidth (the window, not the line,
+        # limits it), so rates never sum above the line rate (module docstring).
+        ramp = 0.0
+        if self.initial_window_bytes > 0:
+            rate = self.link.bytes_per_s * jitter.bandwidth_factor
+            ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
         flow = _Flow(
             nbytes=nbytes,
             started_s=now,
@@ -295,11 +300,17 @@ class FairShareLink:
         The WAN emulator sleeps until this time; the simulator schedules an event at it. Both
         must call again after any ``start`` or ``cancel``, which moves it.
         """
-        times = self.finish_times()
-        if not times:
-            return None
-        fid = min(times, key=lambda k: times[k])
-        return fid, times[fid]
+        # ``finish_times`` without the dict (the simulator calls this after every event):
+        # the same values, scanned in the same order, the first minimum wins.
+        best: tuple[Hashable, float] | None = None
+        for fid, f in self._flows.items():
+            if f.drained_s is not None and (best is None or f.drained_s + f.latency_s < best[1]):
+                best = (fid, f.drained_s + f.latency_s)
+        drains, _ = self._schedule(math.inf)
+        for drained_at, fid, f in drains:
+            if best is None or drained_at + f.latency_s < best[1]:
+                best = (fid, drained_at + f.latency_s)
+        return best
 
     def advance(self, now: float) -> list[FlowCompletion]:
         """Bring the link to ``now`` and return the flows completed by then, earliest first.

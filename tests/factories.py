@@ -99,3 +99,20 @@ def request_record(**kw: Any) -> dict[str, Any]:
         arrival = finish - timedelta(seconds=5)
         data["arrival_time"] = arrival.isoformat().replace("+00:00", "Z")
     return {**data, **kw}
+
+
+def plan_finished(plan_id: int, timeout_s: float = 300.0) -> Any:
+    """The plan once its background job has finished (done or failed), polled from the
+    database as a client would poll the API; fails the test after ``timeout_s``."""
+    import time
+
+    from controlplane.planning.models import Plan, PlanStatus
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        plan = Plan.objects.get(pk=plan_id)
+        if plan.status in {PlanStatus.DONE, PlanStatus.FAILED}:
+            return plan
+        if time.monotonic() > deadline:
+            raise AssertionError(f"plan {plan_id} still {plan.status} after {timeout_s} s")
+        time.sleep(0.2)

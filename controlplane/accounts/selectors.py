@@ -25,9 +25,13 @@ def api_token_for_bearer(raw: str) -> ApiToken | None:
 
 
 def user_scope(user: Any) -> str | None:
-    """The scope of a logged-in browser user: superuser -> operator, else by group name."""
+    """The scope of a logged-in browser user: superuser -> operator, else by group name (a
+    token-authenticated principal has its token's scope)."""
     if user is None or not getattr(user, "is_authenticated", False):
         return None
+    token = getattr(user, "token", None)
+    if isinstance(token, ApiToken):
+        return token.scope
     if getattr(user, "is_superuser", False):
         return Scope.OPERATOR.value
     names = set(user.groups.values_list("name", flat=True))

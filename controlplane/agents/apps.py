@@ -6,3 +6,9 @@ class AgentsConfig(AppConfig):
 
     name = "controlplane.agents"
     label = "agents"
+
+    def ready(self) -> None:
+        from controlplane.agents.selectors import agent_rows
+        from controlplane.telemetry.integrations import provide_agents
+
+        provide_agents(agent_rows)

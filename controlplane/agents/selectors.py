@@ -10,10 +10,20 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from controlplane.agents.models import Agent, AgentStatus
+from controlplane.telemetry.integrations import AgentRow
 
 
 def agent_list() -> QuerySet[Agent]:
     return Agent.objects.select_related("site")
+
+
+def agent_rows() -> list[AgentRow]:
+    """Every agent as telemetry's dashboard lists it (see ``apps.ready``)."""
+    return [
+        AgentRow(name=a.name, role=a.role, site=a.site.slug, status=a.status,
+                 config_version=a.config_version)
+        for a in agent_list()
+    ]  # fmt: skip
 
 
 def agents_with_status(queryset: QuerySet[Agent], status: str) -> QuerySet[Agent]:

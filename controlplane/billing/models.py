@@ -15,8 +15,8 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
+from controlplane.core.choices import Pipeline
 from controlplane.inventory.models import identifier_field
-from controlplane.telemetry.models import Pipeline
 
 
 def money_field(**kwargs: Any) -> models.DecimalField:  # type: ignore[type-arg]

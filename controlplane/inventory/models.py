@@ -95,6 +95,10 @@ class ChipModel(models.Model):
     hbm_tbps = models.FloatField(help_text="HBM bandwidth, TB/s")
     scaleup_gbytes_per_s = models.FloatField(help_text="scale-up interconnect, GB/s")
     scaleout_gbits_per_s = models.FloatField(help_text="scale-out NIC, Gbit/s")
+    scaleup_domain = models.PositiveIntegerField(
+        default=8, help_text="chips sharing one scale-up fabric (NVLink/UB domain)"
+    )
+    chips_per_node = models.PositiveIntegerField(default=8, help_text="chips per server")
     compute_efficiency = models.FloatField(default=0.55)
     memory_efficiency = models.FloatField(default=0.75)
     price_per_hour = models.DecimalField(
@@ -134,6 +138,8 @@ class ChipModel(models.Model):
             hbm_tbps=self.hbm_tbps,
             scaleup_gbytes_per_s=self.scaleup_gbytes_per_s,
             scaleout_gbits_per_s=self.scaleout_gbits_per_s,
+            scaleup_domain=self.scaleup_domain,
+            chips_per_node=self.chips_per_node,
             compute_efficiency=self.compute_efficiency,
             memory_efficiency=self.memory_efficiency,
             price_per_hour=float(self.price_per_hour),

@@ -28,6 +28,8 @@ def _chip_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
         "hbm_tbps": spec.hbm_tbps,
         "scaleup_gbytes_per_s": spec.scaleup_gbytes_per_s,
         "scaleout_gbits_per_s": spec.scaleout_gbits_per_s,
+        "scaleup_domain": spec.scaleup_domain,
+        "chips_per_node": spec.chips_per_node,
         "compute_efficiency": spec.compute_efficiency,
         "memory_efficiency": spec.memory_efficiency,
         "price_per_hour": Decimal(str(spec.price_per_hour)),

@@ -7,3 +7,9 @@ class PlanningConfig(AppConfig):
 
     name = "controlplane.planning"
     label = "planning"
+
+    def ready(self) -> None:
+        from controlplane.planning.selectors import active_plan_summary
+        from controlplane.telemetry.integrations import provide_active_plan
+
+        provide_active_plan(active_plan_summary)

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from controlplane.planning.models import Plan, WorkloadProfile
+from controlplane.telemetry.integrations import ActivePlan
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "scenarios"
 
@@ -28,6 +29,24 @@ def workload_list() -> QuerySet[WorkloadProfile]:
 
 def active_plan() -> Plan | None:
     return Plan.objects.filter(active=True).first()
+
+
+def active_plan_summary() -> ActivePlan | None:
+    """The active plan as telemetry's dashboard and BCR need it (see ``apps.ready``)."""
+    plan = active_plan()
+    if plan is None:
+        return None
+    result = plan.result if isinstance(plan.result, dict) else {}
+    predicted = result.get("predicted") or {}
+    bcr = predicted.get("bcr")
+    pools = tuple(result.get("pools") or ())
+    return ActivePlan(
+        version=plan.version or 0,
+        model=str(result.get("model") or ""),
+        predicted=dict(predicted),
+        predicted_bcr=float(bcr) if isinstance(bcr, int | float) else None,
+        pools=pools or None,
+    )
 
 
 def active_config() -> dict[str, Any] | None:

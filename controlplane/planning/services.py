@@ -177,7 +177,7 @@ def plan_request(
     *, scenario: str, workload: WorkloadProfile | None = None, requested_by: str = ""
 ) -> Plan:
     """Create a queued plan with its inputs snapshot and queue its job once committed."""
-    from controlplane.planning.tasks import plan_compute_task
+    from controlplane.planning.tasks import plan_compute_enqueue
 
     if scenario not in scenario_names():
         raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
@@ -193,7 +193,7 @@ def plan_request(
         requested_by=requested_by,
     )
     plan_id = plan.pk
-    transaction.on_commit(lambda: plan_compute_task.delay(plan_id))
+    transaction.on_commit(lambda: plan_compute_enqueue(plan_id))
     return plan
 
 

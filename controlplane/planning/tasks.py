@@ -10,10 +10,12 @@ failure anywhere leaves a readable error on the plan instead of a stuck "running
 from __future__ import annotations
 
 import logging
+import threading
 import traceback
 from typing import Any
 
-from celery import chord, shared_task
+from celery import chord, current_app, shared_task
+from django.db import connections
 
 from controlplane.planning import services
 from controlplane.planning.models import Plan, PlanStatus
@@ -104,3 +106,27 @@ def plan_finish_task(results: list[dict[str, Any] | None], plan_id: int) -> str:
         return "failed"
     services.plan_finished(plan_id, outcome.to_dict())
     return "done"
+
+
+def plan_compute_enqueue(plan_id: int) -> None:
+    """Queue a plan's job so that the request asking for it answers 202 at once.
+
+    With a broker the job goes to a Celery worker. With eager Celery (the embedded defaults, no
+    worker) it runs on a background thread of this process instead of inside the request; the
+    thread closes its database connections when the job ends.
+    """
+    if not current_app.conf.task_always_eager:
+        plan_compute_task.delay(plan_id)
+        return
+    threading.Thread(
+        target=_compute_in_thread, args=(plan_id,), name=f"plan-{plan_id}", daemon=True
+    ).start()
+
+
+def _compute_in_thread(plan_id: int) -> None:
+    try:
+        plan_compute_task.delay(plan_id)
+    except Exception as exc:  # the thread's last resort: the plan records it, never "running"
+        _fail(plan_id, exc)
+    finally:
+        connections.close_all()

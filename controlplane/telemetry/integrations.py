@@ -1,90 +1,89 @@
-"""Optional neighbours: the active plan (``controlplane.planning``) and the agent registry
-(``controlplane.agents``). Telemetry works without them; when an app is not installed the
-figures it would give are absent (plan version 0, no agents), never an error.
+"""The deployment as telemetry shows it: the active plan and the agent registry.
+
+Planning and agents sit above telemetry in the app graph (planning reads live telemetry to
+build workloads; agents read plans), so telemetry never imports them. Instead each of those
+apps hands telemetry one typed reader in its ``AppConfig.ready`` (``provide_active_plan``,
+``provide_agents``). Without them (an app not installed) the figures they give are absent:
+no active plan, no agents. A reader's error is not caught here: it is a bug to see, not hide.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from django.apps import apps
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ActivePlan:
+    """The active plan's config version, model, predictions and the pools it runs."""
+
     version: int
+    model: str
+    predicted: Mapping[str, Any]  # the plan's predicted figures (``bcr``, ``goodput_rps``, ...)
     predicted_bcr: float | None
-    # The plan's pools as ``{"site", "chip", "role", "instances", "tp"}`` dicts, if it has any.
+    # ``{"site", "chip", "role", "instances", "tp"}`` per pool, or None when it has none.
     pools: tuple[dict[str, Any], ...] | None
 
 
-def _first_attr(obj: Any, *names: str) -> Any:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-    return None
+@dataclass(frozen=True)
+class AgentRow:
+    """One registered agent as the dashboard lists it."""
+
+    name: str
+    role: str
+    site: str
+    status: str
+    config_version: int | None
+
+    @property
+    def healthy(self) -> bool:
+        return self.status == "healthy"
+
+
+ActivePlanReader = Callable[[], ActivePlan | None]
+AgentsReader = Callable[[], Sequence[AgentRow]]
+
+
+@dataclass
+class _Readers:
+    active_plan: ActivePlanReader | None = None
+    agents: AgentsReader | None = None
+
+
+_readers = _Readers()
+
+
+def provide_active_plan(reader: ActivePlanReader) -> None:
+    """Called once by the planning app: how to read the active plan."""
+    _readers.active_plan = reader
+
+
+def provide_agents(reader: AgentsReader) -> None:
+    """Called once by the agents app: how to list the registered agents."""
+    _readers.agents = reader
 
 
 def active_plan() -> ActivePlan | None:
-    """The active plan's config version and predicted BCR, or None (no planning, no plan)."""
-    if not apps.is_installed("controlplane.planning"):
-        return None
-    try:
-        from importlib import import_module
-
-        selectors = import_module("controlplane.planning.selectors")
-        getter = _first_attr(selectors, "active_plan", "plan_active", "active_plan_get")
-        plan = getter() if callable(getter) else None
-    except Exception:  # a neighbour's bug must not break the dashboard
-        log.exception("reading the active plan failed")
-        return None
-    if plan is None:
-        return None
-    result = getattr(plan, "result", None) or {}
-    predicted = (result.get("predicted") or {}).get("bcr") if isinstance(result, dict) else None
-    pools = tuple(result.get("pools") or ()) if isinstance(result, dict) else ()
-    return ActivePlan(
-        version=int(_first_attr(plan, "version", "config_version") or 0),
-        predicted_bcr=float(predicted) if isinstance(predicted, int | float) else None,
-        pools=pools or None,
-    )
+    """The active plan, or None (no plan activated, or no planning app)."""
+    reader = _readers.active_plan
+    return None if reader is None else reader()
 
 
 def agents() -> list[dict[str, Any]] | None:
-    """Registered agents as ``{"name", "role", "site", "healthy", "config_version"}``, or None
-    when the agents app is not installed."""
-    if not apps.is_installed("controlplane.agents"):
+    """Registered agents as ``{"name", "role", "site", "healthy", "status", "config_version"}``,
+    or None when the agents app is not installed."""
+    reader = _readers.agents
+    if reader is None:
         return None
-    try:
-        from importlib import import_module
-
-        selectors = import_module("controlplane.agents.selectors")
-        getter = _first_attr(selectors, "agent_list", "agents_list")
-        rows = list(getter()) if callable(getter) else []
-    except Exception:
-        log.exception("reading the agent registry failed")
-        return []
-    result = []
-    for a in rows:
-        status = getattr(a, "status", None)
-        site = getattr(a, "site", None)
-        result.append(
-            {
-                "name": str(_first_attr(a, "name", "pk")),
-                "role": str(_first_attr(a, "role") or ""),
-                "site": str(getattr(site, "slug", site) or ""),
-                "healthy": status == "healthy" if status is not None else False,
-                "status": str(status or "unknown"),
-                "config_version": _first_attr(a, "config_version"),
-            }
-        )
-    return result
+    return [
+        {"name": a.name, "role": a.role, "site": a.site, "healthy": a.healthy,
+         "status": a.status, "config_version": a.config_version}
+        for a in reader()
+    ]  # fmt: skip
 
 
 def agents_up() -> int:
-    return sum(1 for a in agents() or () if a["healthy"])
+    """How many registered agents are healthy."""
+    reader = _readers.agents
+    return 0 if reader is None else sum(a.healthy for a in reader())

@@ -58,7 +58,6 @@ from rest_framework.views import APIView
 
 from controlplane.accounts.authentication import ApiTokenAuthentication, parse_authorization
 from controlplane.accounts.permissions import ScopePermission
-from controlplane.planning.selectors import active_plan
 from controlplane.telemetry import integrations, selectors, sketch
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
 from controlplane.telemetry.rollups import CUMULATIVE
@@ -103,19 +102,18 @@ class PlanPrediction:
 
 
 def plan_prediction() -> PlanPrediction | None:
-    plan = active_plan()
+    plan = integrations.active_plan()
     if plan is None:
         return None
-    result = plan.result if isinstance(plan.result, dict) else {}
-    predicted = result.get("predicted") or {}
+    predicted = plan.predicted
 
     def number(key: str) -> float | None:
         value = predicted.get(key)
         return float(value) if isinstance(value, int | float) else None
 
     return PlanPrediction(
-        version=int(plan.version or 0),
-        model=str(result.get("model") or ""),
+        version=plan.version,
+        model=plan.model,
         hit={w: number(f"hit_{w}_weighted") for w in WEIGHTINGS},
         goodput_rps=number("goodput_rps"),
         bcr=number("bcr"),

@@ -11,19 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
-
-class Pipeline(models.TextChoices):
-    """The three routes of DOMAIN.md section 4."""
-
-    P_MD = "P-MD", "Prefill -> Main-Decode"
-    P_RLD_MD = "P-RLD-MD", "Prefill -> Relay-Decode -> Main-Decode"
-    P_RLD = "P-RLD", "Prefill -> Relay-Decode (served in the prefill site)"
-
-
-class HandoffMode(models.TextChoices):
-    NONE = "", "No handoff"
-    ONE_SHOT = "one-shot", "One-shot handoff"
-    EXTEND_DECODE = "extend-decode", "Extend-decode handoff"
+from controlplane.core.choices import HandoffMode, Pipeline
 
 
 class RequestRecord(models.Model):

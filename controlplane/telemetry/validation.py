@@ -11,8 +11,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from controlplane.core.choices import HandoffMode, Pipeline
 from controlplane.inventory.models import identifier_validator
-from controlplane.telemetry.models import HandoffMode, Pipeline
 
 
 class RequestRecordInput(serializers.Serializer):  # type: ignore[type-arg]

@@ -54,6 +54,7 @@ BODY_TIMEOUT_S = 30.0
 KEEPALIVE_TIMEOUT_S = 75.0
 REQUEST_ID = web.RequestKey("pdd_request_id", str)
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+DONE = b"data: [DONE]\n\n"
 
 
 def key_prefix(key: str) -> str:
@@ -300,23 +301,23 @@ class GatewayApi:
         completion = job.completion
         try:
             await response.prepare(request)
-            await send_event(response, completion.first_chunk())
+            await response.write(event(completion.first_chunk()))
             try:
                 async for fresh, seen in job.tokens:
                     job.outcome = seen
-                    await send_event(response, completion.chunk(fresh))
+                    await response.write(event(completion.chunk(fresh)))
                     job.delivered += len(fresh)
             except UpstreamError as exc:
                 job.error = str(exc)
                 error = HttpError(502, str(exc), "server_error", "upstream_error")
-                await send_event(response, error.body())
-                await send_done(response)
+                await response.write_eof(event(error.body()) + DONE)
                 return response
             job.failed = False
-            await send_event(response, completion.last_chunk(job.outcome))
+            # The last events go out in one write, with the end of the chunked body.
+            tail = event(completion.last_chunk(job.outcome))
             if usage:
-                await send_event(response, completion.usage_chunk(job.outcome, job.route))
-            await send_done(response)
+                tail += event(completion.usage_chunk(job.outcome, job.route))
+            await response.write_eof(tail + DONE)
         except ConnectionError:
             log.info("gateway: client left stream %s", completion.id)
         return response
@@ -337,10 +338,6 @@ class Job:
         return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
 
 
-async def send_event(response: web.StreamResponse, body: Any) -> None:
-    await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
-
-
-async def send_done(response: web.StreamResponse) -> None:
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
+def event(body: Any) -> bytes:
+    """One server-sent event carrying ``body`` as JSON."""
+    return b"data: " + json.dumps(body).encode() + b"\n\n"

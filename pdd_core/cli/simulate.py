@@ -79,13 +79,15 @@ def _progress_bar(total: int, label: str) -> Callable[[int], None]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from pdd_core.scenario import load_scenario
+    from pdd_core.sim.summary import trace_hits, with_trace_hits
 
     scenario = load_scenario(args.scenario, trace=args.trace)
     requests = scenario.workload.requests()
     result = scenario.run(args.policy, requests, progress=_progress_bar(len(requests), args.policy))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary = result.summary.to_dict()
+    rates = trace_hits(requests, scenario.config.block_size)
+    summary = with_trace_hits(result.summary, rates).to_dict()
     payload = {"scenario": scenario.name, "policy": args.policy, "summary": _clean(summary)}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     write_records_csv(out / "records.csv", result.records)
@@ -127,16 +129,21 @@ def compare_scenario(
     (``pdd_core.sim.capacity``) runs each design at more or fewer sessions until it finds
     the highest rate at which the scenario's SLA holds, rejections counted as misses.
     """
+    from dataclasses import replace
+
     from pdd_core.scenario import load_scenario
     from pdd_core.sim.capacity import find_capacity
+    from pdd_core.sim.summary import trace_hits, with_trace_hits
 
     scenario = load_scenario(scenario_path, trace=trace)
     requests = scenario.workload.requests()
+    rates = trace_hits(requests, scenario.config.block_size)
     results = {}
     capacities = {}
     for policy in POLICY_NAMES:
         bar = _progress_bar(len(requests), policy) if progress else None
-        results[policy] = scenario.run(policy, requests, progress=bar)
+        result = scenario.run(policy, requests, progress=bar)
+        results[policy] = replace(result, summary=with_trace_hits(result.summary, rates))
         if capacity:
 
             def run(load: list[Any], policy: str = policy) -> list[Any]:
@@ -223,6 +230,8 @@ ROWS: tuple[tuple[str, str, float], ...] = (
     ("rld_token_share", "RLD token share", 1.0),
     ("rejected", "rejected (429)", 1.0),
     ("singular_share", "singular (P-RLD) share", 1.0),
+    ("hit_token_weighted", "P hit seen (token-w.)", 1.0),
+    ("trace_hit_token_weighted", "trace's own hit (token-w.)", 1.0),
 )
 
 
@@ -296,11 +305,20 @@ def _print_summary(summary: dict[str, Any]) -> None:
         "goodput_rps",
         "throughput_rps",
         "sla_met",
+        "sla_violated",
+        "sla_attainment",
         "wan_gbps_mean",
+        "wan_gbps_busy_mean",
         "wan_gbps_peak",
+        "wan_cancelled",
+        "singular_share",
+        "handoff_kv_share",
+        "preemptions",
         "rld_token_share",
         "hit_request_weighted",
         "hit_token_weighted",
+        "trace_hit_request_weighted",
+        "trace_hit_token_weighted",
         "md_hit_token_weighted",
         "cost_per_hour",
         "bcr",

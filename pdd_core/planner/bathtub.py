@@ -13,6 +13,12 @@ workload's own rate at each hit rate with the search's sizing rule, so it shows 
 rate costs to serve; the valley is marked on it (DOMAIN.md section 7's "benefit against hit
 rate" of a deployment that follows its workload), and on the fixed curve where no re-size fits.
 
+Both walls of the tub, and whether PDD pays there: with the best homogeneous design given, each
+point also re-sizes *its* chips for the same workload, and ``pdd_pays`` says whether PDD's re-sized
+chips meet the SLA for less. At low hit the WAN (every miss crosses it) and prefill bind, and PDD
+stops paying; at very high hit there is little left to move or prefill, and the comparison is
+decode against decode. ``Bathtub.to_dict()["no_pay_hit_rates"]`` lists where it does not pay.
+
 Why the maximum SLA rate rather than the workload's own rate: at a fixed rate every point the
 deployment can carry has the same goodput, and the curve would only show where it falls over;
 the operator's question ("stay away from the valley") is what each hit rate is worth per dollar.
@@ -122,9 +128,12 @@ def bathtub_point(
         resized = _resized(local, design, inputs)
         if homogeneous is not None:
             other = _resized(local, homogeneous, inputs)
+    # PDD pays at this hit rate when some size of its chips meets the SLA for less than the
+    # homogeneous chips need (or they meet it at no size); where no PDD size meets it, it does
+    # not pay, whatever the homogeneous design does.
     pays: bool | None = None
-    if other is not None:
-        pays = resized is not None and resized[0] < other[0]
+    if homogeneous is not None and inputs is not None:
+        pays = resized is not None and (other is None or resized[0] < other[0])
     return BathtubPoint(
         hit_rate=round(profile.mean_hit, 4),
         goodput_rps=rate,

@@ -119,9 +119,11 @@ def infeasible_problems(
         problems.append(
             f"TTFT {which} {target:g} s cannot be met: with every queue empty the {which} TTFT is "
             f"{got:.2f} s; prefill of the {which} miss ({miss:,} tokens) alone takes {alone:.2f} s "
-            f"on {chip} at tp {tp}, the fastest P option available."
+            f"on {chip} at {tp.label()}, the fastest P option available."
         )
-        fixes.append("raise the TTFT target or add faster P chips (or more chips for a larger tp)")
+        fixes.append(
+            "raise the TTFT target or add faster P chips (or more chips for a larger shape)"
+        )
     for violation in ev_fast.violations:
         if violation.kind is Constraint.WAN:
             problems.append(f"{violation}: the WAN line cannot carry the miss KV.")

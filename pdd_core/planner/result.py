@@ -6,12 +6,15 @@ shape ``pdd plan --json`` prints and the control plane stores.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pdd_core.planner.bathtub import Bathtub
+from pdd_core.planner.design import Design, PoolChoice
 from pdd_core.routing import RoutingTable
 from pdd_core.sim import Summary
+from pdd_core.specs import ChipSpec, Role
 
 PREDICTED_KEYS: tuple[str, ...] = (
     "ttft_p50",
@@ -167,3 +170,38 @@ class Infeasible:
 
 
 PlanOutcome = Plan | Infeasible
+
+
+def cost_table(
+    plan: Design, base: Design | None, chips: Mapping[str, ChipSpec]
+) -> list[dict[str, object]]:
+    """Side by side per role: the plan's pool and cost, the baseline's (its D under MD)."""
+    rows: list[dict[str, object]] = []
+    for role in (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE):
+        mine = plan.pool(role)
+        theirs = base.pool(role) if base is not None else None
+        rows.append(
+            {
+                "role": "MD / D" if role is Role.MAIN_DECODE else str(role),
+                "plan": pool_text(mine),
+                "plan_cost_per_hour": mine.cost(chips) if mine else 0.0,
+                "baseline": pool_text(theirs),
+                "baseline_cost_per_hour": theirs.cost(chips) if theirs else 0.0,
+            }
+        )
+    rows.append(
+        {
+            "role": "total",
+            "plan": f"{sum(p.chips for p in plan.pools)} chips",
+            "plan_cost_per_hour": plan.cost(chips),
+            "baseline": f"{sum(p.chips for p in base.pools)} chips" if base else "-",
+            "baseline_cost_per_hour": base.cost(chips) if base else None,
+        }
+    )
+    return rows
+
+
+def pool_text(pool: PoolChoice | None) -> str:
+    if pool is None:
+        return "-"
+    return f"{pool.instances} x {pool.chip} {pool.shape.label()} ({pool.chips} chips, {pool.site})"

@@ -10,13 +10,13 @@ processes: it is deterministic, so both sides see the same ranking.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design, PoolChoice
+from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design
 from pdd_core.planner.handoff import choose_handoff
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
@@ -27,11 +27,18 @@ from pdd_core.planner.reasons import (
     pool_reason,
     role_order,
 )
-from pdd_core.planner.result import Infeasible, Plan, PlanOutcome, PoolPlan, predicted_from
+from pdd_core.planner.result import (
+    Infeasible,
+    Plan,
+    PlanOutcome,
+    PoolPlan,
+    cost_table,
+    predicted_from,
+)
 from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
 from pdd_core.planner.verdict import rld_mode_reason, verdict
 from pdd_core.planner.verify import Verification, fix_up, verify
-from pdd_core.specs import ChipSpec, LinkKind, Role
+from pdd_core.specs import LinkKind
 
 Progress = Callable[[float, str], None]
 
@@ -128,14 +135,22 @@ def _improve(
     while _best(checked, policy) is None and runs < budget:
         # Fix-ups of every failed design so far, cheapest first (the search is for the lowest
         # cost that meets the SLA); then the next design of the analytic ranking.
+        stalled = _stalled(checked)
         fixes = [fix_up(inputs, v) for v in checked if v.design.policy == policy]
         untried = sorted(
-            (d for d in fixes if d is not None and d not in tried),
+            (d for d in fixes if d is not None and d not in tried and _shape_key(d) not in stalled),
             key=lambda d: (d.cost(prepared.evaluator.chips), d.label()),
         )
         proposal = untried[0] if untried else None
         if proposal is None:
-            proposal = next((s.design for s in ranking if s.design not in tried), None)
+            proposal = next(
+                (
+                    s.design
+                    for s in ranking
+                    if s.design not in tried and _shape_key(s.design) not in stalled
+                ),
+                None,
+            )
         if proposal is None:
             return
         tried.add(proposal)
@@ -143,6 +158,25 @@ def _improve(
         report(min(0.2 + 0.6 * len(checked) / max(total, 1), 0.8), f"simulating {proposal.label()}")
         checked.append(verify(inputs, proposal))
         runs += 1
+
+
+def _shape_key(design: Design) -> tuple[object, ...]:
+    """A design without its instance counts: what growing by one instance keeps."""
+    pools = tuple((p.role, p.chip, p.site, p.shape) for p in design.pools)
+    return (design.policy, pools, design.rld_mode, design.table)
+
+
+def _stalled(checked: Sequence[Verification]) -> set[tuple[object, ...]]:
+    """Shapes whose last fix-up did not shorten the simulated TTFT P99 by 5%: their requests
+    miss on service time, which more instances of the same shape do not buy back."""
+    last: dict[tuple[object, ...], float] = {}
+    stalled: set[tuple[object, ...]] = set()
+    for v in checked:
+        key = _shape_key(v.design)
+        if key in last and v.summary.ttft_p99 > 0.95 * last[key]:
+            stalled.add(key)
+        last[key] = v.summary.ttft_p99
+    return stalled
 
 
 def finish(
@@ -226,7 +260,7 @@ def finish(
     )
     report(0.95, "writing the plan")
     baseline_info: dict[str, object] = {"found": base is not None}
-    cost_rows = _cost_table(design, base.design if base else None, ev.chips)
+    cost_rows = cost_table(design, base.design if base else None, ev.chips)
     if base is not None:
         baseline_info.update(
             pools=[p.to_dict() for p in base.design.pools],
@@ -297,41 +331,6 @@ def _unconfirmed(
     ]
     fixes = ["raise the chip limits, relax the SLA, or raise max_simulations in [planner]"]
     return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
-
-
-def _cost_table(
-    plan: Design, base: Design | None, chips: Mapping[str, ChipSpec]
-) -> list[dict[str, object]]:
-    """Side by side per role: the plan's pool and cost, the baseline's (its D under MD)."""
-    rows: list[dict[str, object]] = []
-    for role in (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE):
-        mine = plan.pool(role)
-        theirs = base.pool(role) if base is not None else None
-        rows.append(
-            {
-                "role": "MD / D" if role is Role.MAIN_DECODE else str(role),
-                "plan": _pool_text(mine),
-                "plan_cost_per_hour": mine.cost(chips) if mine else 0.0,
-                "baseline": _pool_text(theirs),
-                "baseline_cost_per_hour": theirs.cost(chips) if theirs else 0.0,
-            }
-        )
-    rows.append(
-        {
-            "role": "total",
-            "plan": f"{sum(p.chips for p in plan.pools)} chips",
-            "plan_cost_per_hour": plan.cost(chips),
-            "baseline": f"{sum(p.chips for p in base.pools)} chips" if base else "-",
-            "baseline_cost_per_hour": base.cost(chips) if base else None,
-        }
-    )
-    return rows
-
-
-def _pool_text(pool: PoolChoice | None) -> str:
-    if pool is None:
-        return "-"
-    return f"{pool.instances} x {pool.chip} {pool.shape.label()} ({pool.chips} chips, {pool.site})"
 
 
 def _reasons(

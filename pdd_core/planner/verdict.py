@@ -136,7 +136,7 @@ def rld_mode_reason(ev: Evaluator, pdd_ranked: Sequence[Scored], chosen: Design)
         by_mode.setdefault(scored.design.rld_mode, scored)
     pool, shared = by_mode.get(RldMode.POOL), by_mode.get(RldMode.SHARED)
     relay = ev.evaluate(chosen).stage("RLD capacity")
-    load = f"{relay.utilisation:.0%} of the relay slots busy" if relay is not None else ""
+    load = f"{relay.utilisation:.1%} of the relay slots busy" if relay is not None else ""
     if chosen.rld_mode is RldMode.SHARED:
         alt = (
             f"the cheapest design with its own RLD pool costs "

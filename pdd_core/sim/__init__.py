@@ -77,14 +77,15 @@ def simulate(
         ("colocated", sim.prefill)
         if policy is Policy.COLOCATED
         else (str(Role.PREFILL), sim.prefill),
-        (str(Role.RELAY_DECODE), sim.relay),
+        # RLD time-shared on P (``rld_mode``) has no instances of its own to count.
+        (str(Role.RELAY_DECODE), [] if sim.relay is sim.prefill else sim.relay),
         (str(Role.MAIN_DECODE), sim.decode),
     )
     for role, instances in groups:
         if instances:
             busy[role] = (sum(i.busy_s for i in instances), len(instances))
     series = sim.wan.gbps_series() if sim.wan is not None else []
-    instances = [*sim.prefill, *sim.relay, *sim.decode]
+    every = list({id(i): i for i in (*sim.prefill, *sim.relay, *sim.decode)}.values())
     summary = summarize(
         str(policy),
         records,
@@ -95,6 +96,6 @@ def simulate(
         wan_series=series,
         wan_busy_s=sim.wan.busy_s if sim.wan is not None else 0.0,
         wan_cancelled=sim.wan.cancelled if sim.wan is not None else 0,
-        preemptions=sum(i.preemptions for i in instances),
+        preemptions=sum(i.preemptions for i in every),
     )
     return SimResult(summary=summary, records=records, wan_series=series)

@@ -52,6 +52,9 @@ class SimConfig:
     - ``wan_initial_window_bytes``: TCP initial congestion window of a WAN transfer (RFC 6928's
       IW10 is 10 x 1460 = 14,600 bytes); 0 means connections stay warm (long-lived, with
       ``net.ipv4.tcp_slow_start_after_idle = 0``) and no transfer pays slow start.
+    - ``closed_loop``: a session's next turn arrives when its previous turn has ended plus
+      the trace's gap between them (tool/think time; ``pdd_core.sim.sessions``), instead of
+      at its trace time.
     """
 
     prefill_chunk_tokens: int = 16_384
@@ -64,6 +67,7 @@ class SimConfig:
     seed: int = 0
     wan_setup_ms: float = 0.0
     wan_initial_window_bytes: float = 0.0
+    closed_loop: bool = False
 
     def __post_init__(self) -> None:
         for name in ("prefill_chunk_tokens", "max_batch", "block_size"):
@@ -76,6 +80,8 @@ class SimConfig:
             raise ValueError(f"drc_fraction: must be in (0, 1), got {self.drc_fraction!r}")
         if not self.wan_bin_s > 0:
             raise ValueError("wan_bin_s: must be positive")
+        if not isinstance(self.closed_loop, bool):
+            raise ValueError(f"closed_loop: must be true or false, got {self.closed_loop!r}")
         for name in ("wan_setup_ms", "wan_initial_window_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

@@ -2,9 +2,10 @@
 
 A heap of ``(time, sequence, callback)`` events drives ``Instance`` passes (see
 ``instance.py``), WAN lines (``wan.py``) and fixed-time RDMA transfers. Arrivals are pulled from
-the request iterator one at a time, so the heap holds only what is in flight. Every routing
-decision is ``pdd_core.routing``'s; every duration is ``pdd_core.perf``'s or
-``pdd_core.transfer``'s.
+the request iterator one at a time (or, closed-loop, each session's next turn when its previous
+one ends: ``sessions.py``), so the heap holds only what is in flight. Every routing feature is
+``pdd_core.predict``'s (``features.py``), every decision ``pdd_core.routing``'s; every duration
+is ``pdd_core.perf``'s or ``pdd_core.transfer``'s.
 
 Per policy (DOMAIN.md sections 2-4):
 
@@ -13,11 +14,13 @@ Per policy (DOMAIN.md sections 2-4):
 - ``naive-cross-dc``: P in A -> whole KV over the WAN -> D in B.
 - ``pdd``: P-MD sends only the blocks MD's DRC lacks over the WAN; P-RLD-MD sends the KV to
   RLD over RDMA and to MD over the WAN at once, RLD decodes eagerly, and when MD has the KV the
-  token IDs are handed over (one-shot or extend-decode, MD paying ``perf.extend_time``);
-  singular requests are finished on RLD with no WAN transfer.
+  eager tokens are handed over (one-shot or extend-decode; per chunk MD recomputes their KV
+  from the token IDs or receives it over the WAN, whichever is predicted sooner); a relayed
+  request that ends on RLD first cancels its WAN transfer; singular requests are finished on
+  RLD with no WAN transfer.
 
-The first token of a request is emitted by the first decode step of the instance that decodes
-it, so a lone request's TTFT is exactly prefill + transfer + first step.
+The first token of a request is sampled at the end of its prefill and emitted when the
+decoding instance admits the sequence, so a lone request's TTFT is exactly prefill + transfer.
 """
 
 from __future__ import annotations
@@ -32,28 +35,23 @@ import numpy as np
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import (
-    LinkState,
-    Prediction,
     PrefillState,
     choose_prefill,
-    choose_relay,
-    decode_wait_s,
     link_s,
-    predict,
-    predicted_ttft_s,
-    relay_instead,
+    ship_kv_instead,
 )
 from pdd_core.routing import (
     HandoffMode,
     Pipeline,
     RoutingTable,
     choose_handoff_mode,
-    predict_rejection,
 )
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
-from pdd_core.sim.instance import Instance, Job, Seq, prefill_s
+from pdd_core.sim.features import Features
+from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
+from pdd_core.sim.sessions import ClosedLoop
 from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import transfer_time
 from pdd_core.workload import Request
@@ -69,7 +67,7 @@ def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
         cache.insert(hashes)
 
 
-class Simulator:
+class Simulator(Features):
     """One run of ``policy`` on ``topology``; call ``run(requests)`` once."""
 
     def __init__(
@@ -86,6 +84,8 @@ class Simulator:
         self.policy = policy
         self.topology = topology
         self.model = topology.models[model_id]
+        # ``perf.kv_bytes`` per token, read once: the spec computes it on every access.
+        self._kv_per_token = perf.kv_bytes(self.model, 1)
         self.sla = sla
         self.table = table
         self.config = config
@@ -94,6 +94,7 @@ class Simulator:
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._progress = progress
+        self._sessions: ClosedLoop | None = None
         rng = np.random.default_rng(config.seed)
         built = build_instances(self, topology, policy, model=self.model, config=config, rng=rng)
         self.prefill = built.prefill
@@ -129,6 +130,12 @@ class Simulator:
         pending = seq.done - flight.absorbed
         if flight.handoff_mode is HandoffMode.NONE:
             relay = self._relay_of(seq)
+            wait = self._md_admission_wait(flight, seq.context)
+            if wait > 0:
+                # MD has no room for the sequence yet: RLD keeps decoding (masking MD's queue
+                # is what the relay is for) and asks again when MD should have room.
+                self.schedule(now + wait, lambda: relay.probe(seq, self.now))
+                return False
             flight.handoff_mode = choose_handoff_mode(seq.done, relay.load, self.table)
         chunk = self.table.handoff_chunk_tokens
         if flight.handoff_mode is HandoffMode.ONE_SHOT or pending <= chunk:
@@ -141,6 +148,9 @@ class Simulator:
     # ---- the loop -------------------------------------------------------------------------
 
     def run(self, requests: Iterable[Request]) -> list[RequestRecord]:
+        if self.config.closed_loop:
+            self._sessions = ClosedLoop(requests)
+            requests = self._sessions.first
         arrivals = iter(requests)
         last = -1.0
         heap = self._heap
@@ -172,27 +182,30 @@ class Simulator:
         self.records.append(flight.record(now))
         if self._progress is not None:
             self._progress(len(self.records))
+        if self._sessions is not None:
+            self._next_turn(flight.request, now)
 
     def _reject(self, request: Request, pipeline: Pipeline, reason: str, hit: int) -> None:
         self.records.append(rejected_record(request, pipeline, reason, hit))
         if self._progress is not None:
             self._progress(len(self.records))
+        if self._sessions is not None:
+            self._next_turn(request, self.now)
+
+    def _next_turn(self, request: Request, ended_s: float) -> None:
+        assert self._sessions is not None
+        turn = self._sessions.after(request, ended_s)
+        if turn is not None:
+            self.schedule(turn.arrival_s, lambda: self._arrive(turn))
 
     # ---- arrival and routing -------------------------------------------------------------
 
-    def _hit(self, inst: Instance, request: Request) -> int:
-        if inst.cache is None or not request.block_hashes:
-            return 0
-        blocks = inst.cache.peek(request.block_hashes)
-        return min(blocks * self.config.block_size, request.input_tokens - 1)
-
     def _arrive(self, request: Request) -> None:
-        model = self.model
         size = request.input_tokens
         prefills = []
         for inst in self.prefill:
             hit = self._hit(inst, request)
-            est = prefill_s(model, inst.chip, size - hit, hit, inst.tp)
+            est = inst.prefill_s(size - hit, hit)
             prefills.append(PrefillState(inst.backlog_s, hit, est))
         flight = Flight(request, Pipeline.P_D)
         if self.policy is Policy.PDD:
@@ -224,68 +237,13 @@ class Simulator:
             self.now,
         )
 
-    def _wan_state(self) -> LinkState:
-        assert self.wan is not None
-        config = self.config
-        return LinkState.of(
-            self.wan.spec,
-            self.wan.link.active_flows,
-            setup_ms=config.wan_setup_ms,
-            initial_window_bytes=config.wan_initial_window_bytes,
-            utilisation=self.wan.utilisation(self.now),
-        )
-
-    def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
-        """Predicted TTFT of a baseline policy (``pdd_core.predict``), over the SLA or not."""
-        size = flight.request.input_tokens
-        transfer = wait = 0.0
-        if self.policy is Policy.COLOCATED:
-            flight.pipeline = Pipeline.COLOCATED
-        else:
-            states = [d.decode_state() for d in self.decode]
-            target = states[choose_relay(states)]
-            wait = decode_wait_s(target, size + 1)
-            nbytes = size * self.model.kv_bytes_per_token
-            if self.policy is Policy.SAME_DC:
-                transfer = link_s(self._rdma_state(), nbytes)
-            else:
-                transfer = link_s(self._wan_state(), nbytes)
-        ttft = predicted_ttft_s(p.queued_s, p.prefill_s, transfer, wait)
-        return predict_rejection(ttft, self.sla, self.table)
-
-    def _predict_pdd(
-        self, request: Request, prefills: list[PrefillState], output: int
-    ) -> Prediction:
-        drc = self.config.drc
-        mains = [md.decode_state(self._hit(md, request) if drc else 0) for md in self.decode]
-        return predict(
-            input_tokens=request.input_tokens,
-            output_tokens=output,
-            prefills=prefills,
-            mains=mains,
-            relays=[r.decode_state() for r in self.relay],
-            wan=self._wan_state(),
-            rdma=self._rdma_state(),
-            kv_bytes_per_token=self.model.kv_bytes_per_token,
-            table=self.table,
-            sla=self.sla,
-        )
-
-    def _rdma_state(self) -> LinkState:
-        if self.rdma is None:
-            raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return LinkState.of(self.rdma)
-
-    def _least_loaded(self, instances: list[Instance]) -> int:
-        return choose_relay([i.decode_state() for i in instances])
-
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]
 
     def _rdma_s(self, tokens: int, rng: np.random.Generator | None) -> float:
         if self.rdma is None:
             raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return transfer_time(self.rdma, perf.kv_bytes(self.model, tokens), rng)
+        return transfer_time(self.rdma, tokens * self._kv_per_token, rng)
 
     # ---- after prefill -------------------------------------------------------------------
 
@@ -311,39 +269,11 @@ class Simulator:
         else:
             self._to_relay(flight, now)
 
-    def _relay_now(self, flight: Flight, now: float) -> bool:
-        """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
-        flows and the decoders' queues of now); switch to the relay if it is sooner."""
-        request = flight.request
-        md = self.decode[flight.md_index]
-        hit = self._hit(md, request) if self.config.drc else 0
-        size = request.input_tokens
-        kv = self.model.kv_bytes_per_token
-        wan_s = link_s(self._wan_state(), (size - hit) * kv)
-        md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
-        states = [r.decode_state() for r in self.relay]
-        relay_index = choose_relay(states)
-        relay_wait = decode_wait_s(states[relay_index], size + 1)
-        rdma_s = link_s(self._rdma_state(), size * kv)
-        elapsed = now - flight.arrival_s
-        if not relay_instead(
-            elapsed,
-            wan_s=wan_s,
-            md_wait_s=md_wait,
-            rdma_s=rdma_s,
-            relay_wait_s=relay_wait,
-            ttft_target_s=self.sla.ttft_p90_s,
-        ):
-            return False
-        flight.pipeline = Pipeline.P_RLD_MD
-        flight.relay_index = relay_index
-        return True
-
     def _wan_bytes(self, flight: Flight, md: Instance) -> float:
         request = flight.request
         if self.policy is Policy.PDD and self.config.drc:
             flight.hit_md = self._hit(md, request)
-        return perf.kv_bytes(self.model, request.input_tokens - flight.hit_md)
+        return (request.input_tokens - flight.hit_md) * self._kv_per_token
 
     def _drc_insert(self, md: Instance, request: Request) -> None:
         if self.config.drc and md.cache is not None:
@@ -413,7 +343,9 @@ class Simulator:
         md.add_seq(Seq(flight, context, tokens, Role.MAIN_DECODE, flight.hit_md), now)
 
     def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
-        """MD recomputes ``tokens`` handed-over token IDs on top of what it holds."""
+        """MD absorbs ``tokens`` eager tokens: it recomputes their KV from the token IDs (an
+        extend pass, ``perf.extend_time``, MLA included) or receives their KV over the WAN,
+        whichever ``predict.ship_kv_instead`` says is sooner at this moment."""
         md = self.decode[flight.md_index]
         if tokens <= 0:
             self._md_join(flight, now)
@@ -430,4 +362,12 @@ class Simulator:
                 self._relay_of(flight.relay).probe(flight.relay, t)
 
         est = perf.extend_time(self.model, md.chip, tokens, context, md.tp).seconds
+        nbytes = tokens * self._kv_per_token
+        assert self.wan is not None
+        if ship_kv_instead(est, link_s(self._wan_state(), nbytes)):
+            flight.kv_handoffs += 1
+            flight.wan_bytes += nbytes
+            self.wan.start(nbytes, now, extended)
+            return
+        flight.id_handoffs += 1
         md.add_job(Job(flight, tokens, context, est, extended), now)

@@ -30,105 +30,24 @@ sampled at the end of its prefill: the decoding instance emits it when it admits
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import deque
-from collections.abc import Callable
-from typing import Protocol
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
-from pdd_core.predict import DecodeState, decode_load
-from pdd_core.sim.records import Flight
+from pdd_core.predict import DecodeState, occupancy
+from pdd_core.sim.work import (
+    LINE_PROBE_TOKENS,
+    MEMO_LIMIT,
+    Host,
+    Job,
+    Seq,
+    prefill_s,
+    prefill_timing,
+)
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
-
-@functools.lru_cache(maxsize=1 << 16)
-def prefill_timing(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: int, *, batch: int = 1
-) -> perf.Timing:
-    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
-    on identical instances, and the specs are frozen and hashable, so it is exact."""
-    return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
-
-
-def prefill_s(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
-) -> float:
-    """Seconds of ``prefill_timing``."""
-    return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
-
-
-# Context per sequence of the second point used to fit the decode-step lines (any large value).
-_LINE_PROBE_TOKENS = 1 << 20
-
-
-class Host(Protocol):
-    """What an instance needs from the simulator: a clock and callbacks."""
-
-    def schedule(self, t: float, fn: Callable[[], None]) -> None: ...
-
-    def on_seq_finished(self, seq: Seq, now: float) -> None: ...
-
-    def on_probe(self, seq: Seq, now: float) -> bool: ...
-
-
-class Job:
-    """Prefill (or extend, or recompute) work of one request: ``remaining`` new tokens over
-    ``cached``; ``on_done`` is called with the time its last chunk ends."""
-
-    __slots__ = ("cached", "estimate_s", "flight", "on_done", "remaining")
-
-    def __init__(
-        self,
-        flight: Flight,
-        new_tokens: int,
-        cached: int,
-        estimate_s: float,
-        on_done: Callable[[float], None],
-    ) -> None:
-        self.flight = flight
-        self.remaining = new_tokens
-        self.cached = cached
-        self.estimate_s = estimate_s
-        self.on_done = on_done
-
-
-class Seq:
-    """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit.
-
-    ``shared`` is the prefix it references in the instance's radix cache (MD's DRC, a
-    colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
-    shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
-    sequence whose pages were freed and whose context must be recomputed on readmission.
-    """
-
-    __slots__ = (
-        "allocated",
-        "context",
-        "done",
-        "flight",
-        "in_batch",
-        "preempted",
-        "probe",
-        "remaining",
-        "role",
-        "shared",
-    )
-
-    def __init__(
-        self, flight: Flight, context: int, tokens: int, role: Role, shared: int = 0
-    ) -> None:
-        self.flight = flight
-        self.context = context
-        self.shared = min(shared, context)
-        self.remaining = tokens
-        self.done = 0
-        self.allocated = 0
-        self.role = role
-        self.probe = False
-        self.in_batch = False
-        self.preempted = False
+__all__ = ["Host", "Instance", "Job", "Seq", "prefill_s", "prefill_timing"]
 
 
 class Instance:
@@ -175,19 +94,26 @@ class Instance:
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
         self._step_lines: dict[int, tuple[float, float, float, float, float]] = {}
+        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {}
+        self._remaining = 0  # tokens still to emit, summed over the running batch
 
     # ---- load, as the router sees it ------------------------------------------------------
 
     @property
     def load(self) -> float:
         """Occupancy in [0, 1] as the router sees it (``predict.decode_load``)."""
-        return decode_load(self.decode_state())
+        return occupancy(
+            len(self.batch),
+            len(self.waiting),
+            self.max_batch,
+            self.kv_tokens - self.kv_used,
+            self.kv_tokens,
+        )
 
     def decode_state(self, hit_tokens: int = 0) -> DecodeState:
         """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
-        batch = self.batch
-        active = len(batch)
-        remaining = sum(s.remaining for s in batch) / active if active else 0.0
+        active = len(self.batch)
+        remaining = self._remaining / active if active else 0.0
         return DecodeState(
             active=active,
             max_batch=self.max_batch,
@@ -210,7 +136,7 @@ class Instance:
         lines = self._step_lines.get(batch)
         if lines is None:
             at_zero = perf.decode_step_time(self.model, self.chip, [0] * batch, self.tp)
-            far = _LINE_PROBE_TOKENS
+            far = LINE_PROBE_TOKENS
             at_far = perf.decode_step_time(self.model, self.chip, [far] * batch, self.tp)
             span = far * batch
             lines = (
@@ -222,6 +148,22 @@ class Instance:
             )
             self._step_lines[batch] = lines
         return lines
+
+    def prefill_timing(self, new: int, cached: int, batch: int = 1) -> perf.Timing:
+        """``perf.prefill_time`` on this instance, memoised per instance (a small dict keyed
+        by plain ints is far cheaper than hashing the frozen specs on every call)."""
+        key = (new, cached, batch)
+        timing = self._prefill_memo.get(key)
+        if timing is None:
+            timing = prefill_timing(self.model, self.chip, new, cached, self.tp, batch=batch)
+            if len(self._prefill_memo) >= MEMO_LIMIT:
+                self._prefill_memo.clear()
+            self._prefill_memo[key] = timing
+        return timing
+
+    def prefill_s(self, new: int, cached: int) -> float:
+        """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
+        return self.prefill_timing(new, cached).seconds
 
     def step_time(self, batch: int, total_context: int) -> float:
         """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
@@ -314,15 +256,22 @@ class Instance:
     def _settle_decode(self, now: float) -> None:
         k = self._steps
         first = self._start + self._s0
+        # The segment's tokens: the first at ``first``, the last at ``now``, and the longest
+        # gap inside it the last step (``Flight.token_at`` inlined: this loop is the hot path).
+        last = now if k > 1 else first
+        inner_gap = self._s1 if k > 1 else 0.0
         keep: list[Seq] = []
         for seq in self.batch:
             flight = seq.flight
             if seq.done == 0 and seq.role is Role.MAIN_DECODE:
                 flight.md_first_s = first
-            flight.token_at(first)
-            if k > 1:
-                flight.max_gap_s = max(flight.max_gap_s, self._s1)
-                flight.last_token_s = now
+            if flight.first_token_s != flight.first_token_s:  # NaN: no token yet
+                flight.first_token_s = first
+                gap = inner_gap
+            else:
+                gap = max(first - flight.last_token_s, inner_gap)
+            flight.max_gap_s = max(flight.max_gap_s, gap)
+            flight.last_token_s = last
             seq.done += k
             seq.context += k
             seq.allocated += k
@@ -340,6 +289,7 @@ class Instance:
                 keep.append(seq)
         self.kv_used += k * len(self.batch)
         self.batch = keep
+        self._remaining = sum(s.remaining for s in keep)
 
     def _release(self, seq: Seq) -> None:
         self.kv_used -= seq.allocated
@@ -375,6 +325,7 @@ class Instance:
                     self.host.on_seq_finished(seq, now)
                     continue
             self.batch.append(seq)
+            self._remaining += seq.remaining
 
     def _recompute(self, seq: Seq, now: float) -> None:
         """Rebuild a preempted sequence's KV (a prefill of its context), then let it decode."""
@@ -382,9 +333,10 @@ class Instance:
         def rebuilt(t: float) -> None:
             if seq.in_batch:
                 self.batch.append(seq)
+                self._remaining += seq.remaining
 
         new = seq.context - seq.shared
-        est = prefill_s(self.model, self.chip, new, seq.shared, self.tp)
+        est = self.prefill_s(new, seq.shared)
         self.jobs.append(Job(seq.flight, new, seq.shared, est, rebuilt))
         self.backlog_s += est
 
@@ -393,6 +345,7 @@ class Instance:
         batch = self.batch
         while len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
             seq = batch.pop()
+            self._remaining -= seq.remaining
             self.kv_used -= seq.allocated
             seq.allocated = 0
             seq.in_batch = False
@@ -432,14 +385,7 @@ class Instance:
             if math.isnan(job.flight.prefill_start_s) and self.role is not Role.MAIN_DECODE:
                 job.flight.prefill_start_s = now
         self._chunks = chunks
-        return prefill_timing(
-            self.model,
-            self.chip,
-            math.ceil(total / len(chunks)),
-            round(cached),
-            self.tp,
-            batch=len(chunks),
-        )
+        return self.prefill_timing(math.ceil(total / len(chunks)), round(cached), len(chunks))
 
     def _start_prefill(self, now: float) -> None:
         seconds = self._take_chunks(self.chunk_tokens, now).seconds
@@ -460,12 +406,17 @@ class Instance:
     def _start_decode(self, now: float) -> None:
         batch = self.batch
         b = len(batch)
-        k = min(s.remaining for s in batch)
+        k = batch[0].remaining
+        total = 0
+        probe = False
+        for seq in batch:  # one pass: the fewest tokens left, any probe, the total context
+            k = min(k, seq.remaining)
+            probe = probe or seq.probe
+            total += seq.context
         # A probe is a handoff point after one step; the pool bounds the steps ahead.
-        if any(s.probe for s in batch):
+        if probe:
             k = 1
         k = max(1, min(k, (self.kv_tokens - self.kv_used) // b))
-        total = sum(s.context for s in batch)
         s0 = self.step_time(b, total)
         s1 = self.step_time(b, total + (k - 1) * b) if k > 1 else s0
         self.last_step_s = s1

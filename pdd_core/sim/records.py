@@ -22,7 +22,9 @@ class RequestRecord:
     ended; ``transfer_s`` the KV transfer that gated the first token (RDMA to D or RLD, or the
     WAN to MD for P-MD), ``handoff_s`` the time from the WAN transfer's end to MD's first token
     of a relayed request. ``tpot_mean_s`` is ``(finish - first token) / (tokens - 1)`` and
-    ``longest_stall_s`` the largest gap between two consecutive tokens. A rejected request has
+    ``longest_stall_s`` the largest gap between two consecutive tokens. ``id_handoffs`` and
+    ``kv_handoffs`` count the handoff chunks MD absorbed by recompute from token IDs and by
+    receiving their KV over the WAN (whichever was predicted sooner). A rejected request has
     ``rejected=True``, its ``reason``, and NaN times.
     """
 
@@ -50,6 +52,8 @@ class RequestRecord:
     tokens_md: int
     rejected: bool
     reason: str
+    id_handoffs: int = 0
+    kv_handoffs: int = 0
 
     @property
     def e2e_s(self) -> float:
@@ -75,6 +79,8 @@ class Flight:
         "handoff_mode",
         "hit_md",
         "hit_p",
+        "id_handoffs",
+        "kv_handoffs",
         "last_token_s",
         "max_gap_s",
         "md_first_s",
@@ -123,6 +129,8 @@ class Flight:
         self.tokens_rld = 0
         self.tokens_md = 0
         self.absorbed = 0
+        self.id_handoffs = 0
+        self.kv_handoffs = 0
         self.relay: object | None = None
         self.done = False
 
@@ -170,6 +178,8 @@ class Flight:
             tokens_md=self.tokens_md,
             rejected=False,
             reason="",
+            id_handoffs=self.id_handoffs,
+            kv_handoffs=self.kv_handoffs,
         )
 
 

@@ -15,6 +15,12 @@ dashboard's P99 means. Definitions, stated once:
   over the time some transfer was on the line, peak the largest ``wan_bin_s`` bin. Bytes of a
   transfer cancelled because its request finished on RLD count as far as they were sent.
 - ``singular_share``: requests the singular filter sent to P-RLD, over all requests.
+- ``hit_*_weighted`` are the prefix hits the simulated P instances saw (split caches, finite
+  capacity, and a turn that arrives before its predecessor's prefill ended misses);
+  ``trace_hit_*_weighted`` the trace's own, replayed through one infinite cache in arrival
+  order (``pdd_core.workload.stats``), filled in by ``with_trace_hits`` (NaN until then).
+- ``handoff_kv_share``: handoff chunks MD received as KV over the WAN, over all chunks (the
+  rest were recomputed from token IDs); each chunk takes whichever was predicted sooner.
 - ``preemptions``: sequences preempted (KV pages freed, recomputed later) on any instance.
 - Utilisation per role: busy time over instances x makespan.
 """
@@ -24,12 +30,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pdd_core import metrics
 from pdd_core.sim.records import RequestRecord
 from pdd_core.specs import SLA, PriceBook
+from pdd_core.workload import Request
+from pdd_core.workload.stats import replay_hits
 
 COMPARE_KEYS: tuple[str, ...] = (
     "ttft_p50",
@@ -46,6 +54,8 @@ COMPARE_KEYS: tuple[str, ...] = (
     "rejected",
     "singular_share",
     "wan_gbps_busy_mean",
+    "hit_token_weighted",
+    "trace_hit_token_weighted",
 )
 
 
@@ -94,6 +104,9 @@ class Summary:
     wan_busy_s: float = 0.0
     wan_cancelled: int = 0
     preemptions: int = 0
+    handoff_kv_share: float = 0.0
+    trace_hit_request_weighted: float = math.nan
+    trace_hit_token_weighted: float = math.nan
 
     def compare_dict(self) -> dict[str, float]:
         """Exactly the keys of ``pdd compare --json`` (NaN becomes None in JSON)."""
@@ -185,7 +198,15 @@ def summarize(
         wan_busy_s=wan_busy_s,
         wan_cancelled=wan_cancelled,
         preemptions=preemptions,
+        handoff_kv_share=_kv_share(served),
     )
+
+
+def _kv_share(served: Sequence[RequestRecord]) -> float:
+    """Share of handoff chunks absorbed by shipping their KV rather than recomputing them."""
+    kv = sum(r.kv_handoffs for r in served)
+    total = kv + sum(r.id_handoffs for r in served)
+    return kv / total if total else 0.0
 
 
 def sla_window(records: Sequence[RequestRecord], sla: SLA) -> metrics.SlaWindow:
@@ -238,3 +259,15 @@ def hit_band_table(records: Sequence[RequestRecord], sla: SLA) -> list[dict[str,
             }
         )
     return rows
+
+
+def trace_hits(requests: Sequence[Request], block_size: int) -> tuple[float, float]:
+    """The workload's own hit rates (request-, token-weighted), as ``pdd trace stats`` has them."""
+    hits, _ = replay_hits(requests, block_size)
+    inputs = [r.input_tokens for r in requests]
+    return metrics.request_weighted_hit(hits, inputs), metrics.token_weighted_hit(hits, inputs)
+
+
+def with_trace_hits(summary: Summary, rates: tuple[float, float]) -> Summary:
+    """``summary`` with the trace's own hit rates (from ``trace_hits``) beside the simulated."""
+    return replace(summary, trace_hit_request_weighted=rates[0], trace_hit_token_weighted=rates[1])

@@ -46,7 +46,10 @@ class AgenticWorkload:
 
     Sizes are log-normal (``median``, ``sigma`` of the log), which fits the heavy right tails of
     file reads and tool outputs; counts of turns are geometric (most runs are short, a few are
-    long); arrivals of sessions are Poisson and gaps between a run's turns exponential.
+    long); arrivals of sessions are Poisson and gaps between a run's turns exponential. The gap
+    (mean ``turn_gap_s``) is the agent's tool/think time: replayed open-loop it separates the
+    turns' arrivals; with the simulator's ``closed_loop`` it is the time between a turn's answer
+    and the next turn (``pdd_core.sim.sessions``).
     """
 
     sessions: int = 200

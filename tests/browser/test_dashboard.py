@@ -110,6 +110,7 @@ def test_viewer_sees_the_charts_and_no_controls(
     page.goto(f"{live_server_url}/alerts/")
 
     assert "ttft" in page.inner_text("#rules")
+    screenshot(page, "alerts")
     assert page.locator("#rule-form").count() == 0
     assert page.locator("main button, main form[method=post]").count() == 0
 
@@ -117,7 +118,10 @@ def test_viewer_sees_the_charts_and_no_controls(
 def test_ttft_chart_fits_the_data_and_draws_the_sla_as_a_line_over_a_breach_band(
     live_server_url: str, seeded: None, page: Any
 ) -> None:
-    # seed_demo's drill rule makes the P90 target 0.5 s; P99 stays at the default 5 s.
+    # A tight deployment-wide P90 target near the data (0.2-0.8 s); P99 stays at 5 s, far above.
+    from controlplane.telemetry.models import SlaRule
+
+    SlaRule.objects.create(slug="tight", name="Tight", metric="ttft_p90", threshold=0.5, window_s=5)
     log_in(page, live_server_url, "ops", "ops-pass-123")
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length === 6")
 
@@ -142,7 +146,7 @@ def test_ttft_chart_fits_the_data_and_draws_the_sla_as_a_line_over_a_breach_band
     screenshot(page, "overview-ttft")
 
 
-def test_the_still_filling_window_is_drawn_dotted_and_apart(
+def test_the_still_filling_window_is_drawn_dotted_and_a_silent_window_breaks_the_line(
     live_server_url: str, seeded: None, page: Any
 ) -> None:
     log_in(page, live_server_url, "ops", "ops-pass-123")
@@ -158,14 +162,37 @@ def test_the_still_filling_window_is_drawn_dotted_and_apart(
           Date.now = () => now;
           try {
             const traces = s.lineTraces(points, points.map(p => p.v), {name: 'v'});
-            return {cut: s.fillingFrom(points, now), traces: traces.map(t => ({
+            const gap = s.withGaps(
+              ['2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z', '2026-01-01T00:00:20Z'], [1, 2, 3]);
+            return {cut: s.fillingFrom(points, now), gap, traces: traces.map(t => ({
               x: t.x, dash: (t.line || {}).dash || null, legend: t.showlegend !== false}))};
           } finally { Date.now = realNow; }
         }"""
     )
 
     assert result["cut"] == 2
+    assert result["gap"] == [
+        ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:10.000Z",
+         "2026-01-01T00:00:20Z"],
+        [1, 2, None, 3],
+    ]  # fmt: skip
     assert result["traces"] == [
         {"x": ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"], "dash": None, "legend": True},
         {"x": ["2026-01-01T00:00:05Z", "2026-01-01T00:00:10Z"], "dash": "dot", "legend": False},
     ]
+
+
+def test_a_missing_page_is_styled_and_the_favicon_loads(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+
+    response = page.goto(f"{live_server_url}/no/such/page/")
+    icon = page.request.get(f"{live_server_url}/favicon.ico")
+
+    assert response is not None
+    assert response.status == 404
+    assert page.inner_text(".error-page .status") == "404"
+    assert icon.status == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
+    screenshot(page, "not-found")

@@ -72,3 +72,35 @@ def test_operator_plans_sees_the_bathtub_and_activates(eager_server: str, page: 
     page.wait_for_selector("#bathtub-chart.js-plotly-plot")
     assert page.locator("#activate").count() == 0
     assert page.locator("#plan-create").count() == 0
+
+
+def test_a_plan_worse_than_its_baseline_warns_with_reasons_before_activation(
+    eager_server: str, page: Any
+) -> None:
+    import copy
+
+    from controlplane.planning.models import Plan, PlanStatus
+    from tests.frontend.test_plan_pages import DONE_RESULT
+
+    result = copy.deepcopy(DONE_RESULT)
+    result["predicted"] = {"cost_per_hour": 132.0, "bcr": 0.0060, "goodput_rps": 0.79,
+                           "sla_met": True}  # fmt: skip
+    result["baseline"] = {"found": True, "cost_table": [], "predicted": {
+        "cost_per_hour": 128.0, "bcr": 0.0071, "goodput_rps": 0.91, "sla_met": True}}  # fmt: skip
+    plan = Plan.objects.create(scenario="small.toml", inputs={}, status=PlanStatus.DONE,
+                               result=result, progress=100)  # fmt: skip
+    User.objects.create_superuser("boss", "boss@example.com", "boss-pass-123")
+
+    log_in(page, eager_server, "boss", "boss-pass-123")
+    page.goto(f"{eager_server}/plans/{plan.pk}/")
+    page.click("#activate")
+
+    assert page.is_visible("#activate-dialog")
+    warning = page.inner_text("#activate-warning")
+    assert "This plan does not beat its baseline:" in warning
+    assert "it costs more: $132.0/h against the baseline's $128.0/h (+3.1%)" in warning
+    assert page.inner_text("#activate-confirm") == "Activate anyway"
+    screenshot(page, "plan-warning")
+    page.click("#activate-cancel")
+    plan.refresh_from_db()
+    assert plan.active is False

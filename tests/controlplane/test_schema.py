@@ -31,3 +31,34 @@ def test_spectacular_validates_without_warnings() -> None:
 
 def test_docs_page_served_to_authenticated_users(browser_operator: Any) -> None:
     assert browser_operator.get("/api/docs/").status_code == 200
+
+
+@pytest.mark.parametrize("scope", ["operator", "viewer", "billing", "agent"])
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
+def test_docs_pages_are_served_to_every_token_scope(
+    issue_token: Any, scope: str, path: str
+) -> None:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issue_token(scope)}")
+
+    response = client.get(path)
+
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "asset"),
+    [("/api/docs/", "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"),
+     ("/api/redoc/", "drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js")],
+)  # fmt: skip
+def test_docs_pages_load_their_scripts_from_this_server(
+    browser_operator: Any, path: str, asset: str
+) -> None:
+    page = browser_operator.get(path).content.decode()
+    script = browser_operator.get(f"/static/{asset}")
+
+    assert f'src="/static/{asset}"' in page
+    assert "cdn" not in page.lower()
+    assert script.status_code == 200

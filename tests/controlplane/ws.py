@@ -20,5 +20,5 @@ async def refusal_code(path: str, token: str | None = None) -> int:
     assert connected
     message = await ws.receive_output(timeout=5)
     assert message["type"] == "websocket.close"
-    await ws.wait(timeout=5)
+    await ws.disconnect(timeout=5)  # the client's side of the closing handshake
     return int(message["code"])

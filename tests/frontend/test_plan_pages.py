@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from controlplane.planning.models import Plan, PlanStatus
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,7 +68,7 @@ def test_operator_sees_the_form_and_the_activate_button(browser_operator: Client
 
 def test_operator_requests_a_plan_through_the_form(browser_operator: Client) -> None:
     response = browser_operator.post("/plans/", {"scenario": "small.toml"})
-    plan = Plan.objects.get()
+    plan = factories.plan_finished(Plan.objects.get().pk)
     assert response.status_code == 302
     assert response["Location"] == f"/plans/{plan.pk}/"
     assert plan.status == PlanStatus.DONE

@@ -169,15 +169,23 @@ def test_moe_active_weight_bytes() -> None:
     assert active_weight_bytes(DENSE, 5) == 2e10
 
 
+def test_mla_attention_is_absorbed_in_decode_only() -> None:
+    # Absorbed MLA: 2 x 32 heads x (2 x 512 + 64) = 69,632 FLOPs per pair; prefill form and GQA:
+    # 4 x heads x head_dim = 16,384.
+    assert perf.attention_flops_per_pair(MOE, absorbed=True) == 69_632
+    assert perf.attention_flops_per_pair(MOE, absorbed=False) == 16_384
+    assert perf.attention_flops_per_pair(DENSE, absorbed=True) == 16_384
+
+
 def test_mla_moe_decode_step() -> None:
-    # contexts 2000 and 6000: b = 2, sum c = 8000
-    # FLOPs = 2 x 10e9 x 2 + 4 x 10 x 4096 x 8001 = 4e10 + 1,310,883,840 = 41,310,883,840
-    # compute = 41,310,883,840 / 5e13 = 8.262176768e-4 s
+    # contexts 2000 and 6000: b = 2, sum c = 8000; decode scores in MLA's absorbed form
+    # FLOPs = 2 x 10e9 x 2 + 10 x 69,632 x 8001 = 4e10 + 5,571,256,320 = 45,571,256,320
+    # compute = 45,571,256,320 / 5e13 = 9.114251264e-4 s
     # bytes = 1.5625e10 (two tokens touch 7.75 experts) + KV(8002) = 8002 x 11,520 = 92,183,040
     #   = 15,717,183,040, plus element-wise 1,966,080 = 15,719,149,120 -> / 5e11 = 0.03143829824 s
     t = decode_step_time(MOE, CHIP, [2000, 6000])
 
-    assert t.compute_s == pytest.approx(8.262176768e-4, rel=EXACT)
+    assert t.compute_s == pytest.approx(9.114251264e-4, rel=EXACT)
     assert t.memory_s == pytest.approx(0.03143829824, rel=EXACT)
     assert t.seconds == pytest.approx(0.03153829824, rel=EXACT)
     assert t.bound == "memory"
@@ -193,7 +201,7 @@ def test_mla_moe_decode_step_tensor_parallel() -> None:
 
     assert t.memory_s == pytest.approx(0.00800079824, rel=EXACT)
     assert t.comm_s == pytest.approx(9.6e-5, rel=EXACT)
-    assert t.compute_s == pytest.approx(8.262176768e-4 / 4, rel=EXACT)
+    assert t.compute_s == pytest.approx(9.114251264e-4 / 4, rel=EXACT)
     assert t.seconds == pytest.approx(0.00800079824 + 9.6e-5 + 1e-4, rel=EXACT)
     assert t.bound == "memory"
 

@@ -108,15 +108,15 @@ def test_slow_start_adds_round_trips_until_the_window_covers_the_share() -> None
     extra = slow_start_extra_s(GB, 1e9, 0.01, 1e6)
     assert extra == pytest.approx(4 * 0.01 - 15e6 / 1e9)
     assert slow_start_extra_s(GB, 1e9, 0.01, 0.0) == 0.0
-    # A transfer smaller than the first windows pays only the rounds it uses.
-    assert slow_start_extra_s(2.5e6, 1e9, 0.01, 1e6) == pytest.approx(2 * 0.01 - 2.5e6 / 1e9)
+    # 2.5e6 B: one full round (1e6 B), then the 2e6 B window holds the rest.
+    assert slow_start_extra_s(2.5e6, 1e9, 0.01, 1e6) == pytest.approx(0.01 - 1e6 / 1e9)
 
 
 def test_ideal_transfer_adds_setup_slow_start_and_one_rtt() -> None:
     seconds = ideal_transfer_s(GB, 1e9, 0.01, flows=2, setup_s=0.003, initial_window_bytes=1e6)
     share = 0.5e9
     assert seconds == pytest.approx(
-        0.003 + GB / share + slow_start_extra_s(GB, share, 0.01, 1e6) + 0.01
+        0.003 + GB / share + slow_start_extra_s(GB, 1e9, 0.01, 1e6) + 0.01
     )
     assert transfer_time(LINE, GB, setup_s=0.003) == pytest.approx(1.013)
 
@@ -282,3 +282,44 @@ def test_advancing_to_a_predicted_time_always_completes_the_flow() -> None:
         link.start(i, GB / 3 * (i + 1), now=base + i / 7)
     while (upcoming := link.next_completion()) is not None:
         assert link.advance(upcoming[1]) != []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    flows=st.lists(st.tuples(st.floats(0.0, 5.0), st.floats(1e3, 5e9)), min_size=1, max_size=12),
+    more=st.floats(1.0, 8.0),
+)
+def test_more_bandwidth_never_finishes_any_flow_later(
+    flows: list[tuple[float, float]], more: float
+) -> None:
+    # The same transfers starting at the same times: under processor sharing every one of
+    # them completes no later on a faster line (the WAN part of "more bandwidth never lowers
+    # PDD goodput"; the router's choices on top of it are another matter, docs/simulator.md).
+    slow = LinkSpec(
+        id="s", kind=LinkKind.WAN, source_site="a", target_site="b", bandwidth_gbps=10, rtt_ms=20
+    )
+    fast = LinkSpec(
+        id="f",
+        kind=LinkKind.WAN,
+        source_site="a",
+        target_site="b",
+        bandwidth_gbps=10 * more,
+        rtt_ms=20,
+    )
+    faster = _completions(fast, flows)
+    slower = _completions(slow, flows)
+    assert all(f <= s + 1e-9 for f, s in zip(faster, slower, strict=True))
+
+
+def _completions(spec: LinkSpec, flows: list[tuple[float, float]]) -> list[float]:
+    link = FairShareLink(spec, initial_window_bytes=14_600)
+    done: dict[int, float] = {}
+    starts = sorted((start, index, size) for index, (start, size) in enumerate(flows))
+    for start, index, size in starts:
+        for completion in link.advance(start):
+            done[int(completion.flow_id)] = completion.finished_s  # type: ignore[call-overload]
+        link.start(index, size, start)
+    while (nxt := link.next_completion()) is not None:
+        for completion in link.advance(nxt[1]):
+            done[int(completion.flow_id)] = completion.finished_s  # type: ignore[call-overload]
+    return [done[i] for i in range(len(flows))]

@@ -3,9 +3,9 @@
 A while after start, the emulated WAN line's round trip is raised (``POST /degrade`` on the
 emulator's control port, as an on-call drill would) for ``INCIDENT_S`` seconds, then set back to
 the topology's own value. Requests whose KV cache crosses the line wait those extra round trips
-before their first token, so the TTFT of that minute rises above the demo rule's threshold
-(``seed_demo``: TTFT P90 of a minute above 0.5 s) and falls back after. Nothing is faked: the
-alert is evaluated on the gateway's own records.
+(two or more before the first token), so the minute's TTFT P90 rises above the demo data plane's
+SLA (``fixtures/dataplane/timed.json``: 5 s, a ``seed_demo`` rule) and falls back after: the alert
+opens, then resolves. Nothing is faked: the alert is evaluated on the gateway's own records.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from pdd_core.agent.config import WanSpec, load_config
 from pdd_core.agent.wan_control import control_request
 
-INCIDENT_RTT_MS = 1500.0
-INCIDENT_S = 45.0
+INCIDENT_RTT_MS = 3000.0
+INCIDENT_S = 60.0
 
 
 def _degrade(wan: WanSpec, rtt_ms: float) -> tuple[int, dict[str, Any]]:

@@ -40,8 +40,9 @@ class ChipModelSerializer(serializers.ModelSerializer[ChipModel]):
         model = ChipModel
         fields = [
             "id", "slug", "name", "vendor", "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps",
-            "scaleup_gbytes_per_s", "scaleout_gbits_per_s", "compute_efficiency",
-            "memory_efficiency", "price_per_hour", "source", "notes", "is_estimate",
+            "scaleup_gbytes_per_s", "scaleout_gbits_per_s", "scaleup_domain", "chips_per_node",
+            "compute_efficiency", "memory_efficiency", "price_per_hour", "source", "notes",
+            "is_estimate",
         ]  # fmt: skip
         extra_kwargs: dict[str, Any] = {
             "bf16_tflops": {"validators": [_positive]},

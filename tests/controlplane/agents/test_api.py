@@ -37,14 +37,6 @@ def test_agent_of_one_site_cannot_register_for_another(agent_b: Any, site_a: Any
     assert not Agent.objects.exists()
 
 
-def test_unbound_agent_token_cannot_register(agent: Any, site_a: Any) -> None:
-    response = agent.post("/api/v1/agents/register/", REGISTER)
-
-    assert response.status_code == 403
-    assert "bound to a site" in response.json()["error"]["message"]
-    assert not Agent.objects.exists()
-
-
 @pytest.mark.parametrize("persona", ["operator", "viewer", "billing_client"])
 def test_only_agent_tokens_register(
     request: pytest.FixtureRequest, persona: str, site_a: Any

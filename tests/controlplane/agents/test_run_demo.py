@@ -109,8 +109,8 @@ def test_setup_seeds_sla_rules_and_a_price_book_for_the_demo_model_once() -> Non
     setup()
 
     assert list(SlaRule.objects.values_list("slug", "metric", "threshold", "window_s")) == [
-        ("demo-drill-ttft-p90", "ttft_p90", 0.5, 60),
         ("demo-tpot-p90", "tpot_p90", 0.5, 60),
+        ("demo-ttft-p90", "ttft_p90", 5.0, 60),
         ("demo-ttft-p99", "ttft_p99", 10.0, 60),
     ]
     books = PriceBook.objects.select_related("model")
@@ -131,3 +131,40 @@ def test_a_taken_port_stops_the_demo_at_once_naming_it() -> None:
 
     assert f"port {port} on 127.0.0.1 is taken" in str(caught.value)
     assert ApiKey.objects.count() == 0
+
+
+def _banner() -> str:
+    from controlplane.agents.management.commands.run_demo import Command, Demo
+    from controlplane.agents.management.demo import DemoSecrets
+
+    out = io.StringIO()
+    options = {"host": "127.0.0.1", "port": 8000, "gateway_port": 8001, "incident_after": 60.0,
+               "operator": "admin", "password": "pw", "speed": 5.0}  # fmt: skip
+    Demo(Command(stdout=out), DemoSecrets("tk_ab_cd", reused=True), options).banner(
+        "http://127.0.0.1:8001"
+    )
+    return out.getvalue()
+
+
+def test_the_banner_prints_the_gateway_once_and_a_curl_that_works_as_is() -> None:
+    banner = _banner()
+
+    assert "/v1/v1" not in banner
+    assert (
+        'curl http://127.0.0.1:8001/v1/completions -H "Authorization: Bearer tk_ab_cd" '
+        '-d \'{"prompt": "hello", "max_tokens": 8}\''
+    ) in banner
+    assert "(tenant demo; same as last run)" in banner
+    assert "Plan:" not in banner
+
+
+def test_the_banner_says_when_a_plan_from_an_earlier_run_is_still_active() -> None:
+    from controlplane.planning.models import Plan, PlanStatus
+
+    plan = Plan.objects.create(scenario="small.toml", inputs={}, status=PlanStatus.DONE,
+                               version=4, active=True)  # fmt: skip
+
+    assert (
+        f"  Plan:       plan {plan.pk} (config v4) from an earlier run is still active: the "
+        "agents run its routing table. `make demo-reset` starts over."
+    ) in _banner()

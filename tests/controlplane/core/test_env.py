@@ -31,7 +31,35 @@ def test_postgres_url_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (db["ENGINE"], db["NAME"], db["USER"], db["PASSWORD"], db["HOST"], db["PORT"]) == (
         "django.db.backends.postgresql", "pdd", "u", "p@ss", "db.local", "6543"
     )  # fmt: skip
-    assert db["OPTIONS"] == {"sslmode": "require"}
+    assert db["OPTIONS"] == {
+        "sslmode": "require",
+        "pool": {"min_size": 1, "max_size": 10, "timeout": 30, "max_idle": 60},
+    }
+    assert db["CONN_MAX_AGE"] == 0
+
+
+def test_pool_size_comes_from_settings_and_zero_turns_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("X_DB", "postgres://db.local/pdd")
+    monkeypatch.setenv("PDD_DB_POOL_MIN_SIZE", "4")
+    monkeypatch.setenv("PDD_DB_POOL_MAX_SIZE", "40")
+    sized = env.database_from_url("X_DB", Path("unused"))
+    monkeypatch.setenv("PDD_DB_POOL_MIN_SIZE", "0")
+    monkeypatch.setenv("PDD_DB_POOL_MAX_SIZE", "0")
+    off = env.database_from_url("X_DB", Path("unused"))
+
+    assert (sized["OPTIONS"]["pool"]["min_size"], sized["OPTIONS"]["pool"]["max_size"]) == (4, 40)
+    assert (off["OPTIONS"], off["CONN_MAX_AGE"]) == ({}, 0)
+
+
+def test_pool_minimum_above_maximum_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_DB", "postgres://db.local/pdd")
+    monkeypatch.setenv("PDD_DB_POOL_MIN_SIZE", "5")
+    monkeypatch.setenv("PDD_DB_POOL_MAX_SIZE", "2")
+
+    with pytest.raises(ImproperlyConfigured, match="PDD_DB_POOL_MIN_SIZE"):
+        env.database_from_url("X_DB", Path("unused"))
 
 
 @pytest.mark.parametrize(

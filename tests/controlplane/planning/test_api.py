@@ -8,6 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from controlplane.planning.models import Plan, PlanStatus
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,6 +23,7 @@ def test_operator_creates_polls_and_activates_a_plan(operator: Any, agent: Any) 
     plan_id = created.json()["id"]
     assert created.json()["url"] == f"/api/v1/plans/{plan_id}/"
 
+    factories.plan_finished(plan_id)
     polled = operator.get(f"/api/v1/plans/{plan_id}/").json()
     assert polled["status"] == "done"
     assert polled["progress"] == 100
@@ -29,7 +31,9 @@ def test_operator_creates_polls_and_activates_a_plan(operator: Any, agent: Any) 
     assert result["feasible"] is True
     assert set(result) >= {"pools", "routing_table", "predicted", "baseline", "bathtub", "reasons"}
     assert result["predicted"]["source"] == "simulator"
-    assert {p["role"] for p in result["pools"]} == {"P", "RLD", "MD"}
+    roles = {p["role"] for p in result["pools"]}
+    assert {"P", "MD"} <= roles  # RLD is its own pool or time-shared on P, as the planner chose
+    assert roles <= {"P", "RLD", "MD"}
 
     activated = operator.post(f"/api/v1/plans/{plan_id}/activate/")
     assert activated.status_code == 200
@@ -50,6 +54,8 @@ def test_activating_a_second_plan_archives_the_first_and_bumps_the_version(
 ) -> None:
     first = _create(operator).json()["id"]
     second = _create(operator).json()["id"]
+    factories.plan_finished(first)
+    factories.plan_finished(second)
     assert operator.post(f"/api/v1/plans/{first}/activate/").json()["version"] == 1
     assert operator.post(f"/api/v1/plans/{second}/activate/").json()["version"] == 2
     old = Plan.objects.get(pk=first)
@@ -62,6 +68,7 @@ def test_activating_a_second_plan_archives_the_first_and_bumps_the_version(
 
 def test_viewer_cannot_activate(operator: Any, viewer: Any) -> None:
     plan_id = _create(operator).json()["id"]
+    factories.plan_finished(plan_id)
     assert viewer.get(f"/api/v1/plans/{plan_id}/").status_code == 200
     response = viewer.post(f"/api/v1/plans/{plan_id}/activate/")
     assert response.status_code == 403
@@ -110,18 +117,44 @@ def test_a_failing_job_leaves_a_readable_error(operator: Any, monkeypatch: Any) 
 
     monkeypatch.setattr(tasks, "prepare", boom)
     plan_id = _create(operator).json()["id"]
+    factories.plan_finished(plan_id)
     plan = operator.get(f"/api/v1/plans/{plan_id}/").json()
     assert plan["status"] == "failed"
     assert "RuntimeError: the search exploded" in plan["error"]
     assert operator.post(f"/api/v1/plans/{plan_id}/activate/").status_code == 409
 
 
+def test_the_request_answers_202_while_the_job_is_still_running(
+    operator: Any, monkeypatch: Any
+) -> None:
+    import threading
+
+    from controlplane.planning import tasks
+
+    release = threading.Event()
+    real_prepare = tasks.prepare
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(timeout=120)
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "prepare", held)
+    created = _create(operator)
+    while_held = operator.get(f"/api/v1/plans/{created.json()['id']}/").json()["status"]
+    release.set()
+    plan = factories.plan_finished(created.json()["id"])
+
+    assert (created.status_code, created.json()["status"]) == (202, "queued")
+    assert while_held == "running"
+    assert plan.status == PlanStatus.DONE
+
+
 def test_rerunning_a_done_plan_does_nothing(operator: Any) -> None:
     from controlplane.planning.tasks import plan_compute_task
 
     plan_id = _create(operator).json()["id"]
-    before = Plan.objects.get(pk=plan_id)
-    assert plan_compute_task.delay(plan_id).get() == "skipped"
+    before = factories.plan_finished(plan_id)
+    assert plan_compute_task(plan_id) == "skipped"
     after = Plan.objects.get(pk=plan_id)
     assert after.result == before.result
     assert after.finished_at == before.finished_at
@@ -141,6 +174,7 @@ def test_an_infeasible_sla_finishes_with_an_explanation(
     monkeypatch.setattr(selectors, "SCENARIO_DIR", tmp_path)
     monkeypatch.setattr(services, "SCENARIO_DIR", tmp_path)
     plan_id = _create(operator).json()["id"]
+    factories.plan_finished(plan_id)
     plan = operator.get(f"/api/v1/plans/{plan_id}/").json()
     assert plan["status"] == "done"
     assert plan["result"]["feasible"] is False
@@ -163,6 +197,7 @@ def test_upload_a_trace_and_plan_for_it(operator: Any) -> None:
     assert workload["requests"] == 60
     assert workload["source"] == "trace"
     plan = _create(operator, workload=workload["id"]).json()
+    factories.plan_finished(plan["id"])
     assert operator.get(f"/api/v1/plans/{plan['id']}/").json()["status"] == "done"
 
 
@@ -206,6 +241,7 @@ def test_activation_broadcasts_to_config_group(operator: Any, monkeypatch: Any) 
     sent: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(services, "broadcast", lambda g, p, **kw: sent.append((g, p)) or True)
     plan_id = _create(operator).json()["id"]
+    factories.plan_finished(plan_id)
     operator.post(f"/api/v1/plans/{plan_id}/activate/")
     assert sent == [("config.all", {"event": "config.activated", "version": 1, "plan": plan_id})]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.telemetry.models import HandoffMode, Pipeline
+from controlplane.core.choices import HandoffMode, Pipeline
 from pdd_core import routing
 
 

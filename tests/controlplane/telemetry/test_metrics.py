@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -168,6 +170,22 @@ def test_costs_objectives_and_the_plans_predictions(viewer: Any, fleet: None) ->
     )
 
 
+def test_a_scrape_costs_the_same_queries_whatever_the_number_of_sites(
+    viewer: Any, fleet: None
+) -> None:
+    scrape(viewer)  # once-per-token work (last use) out of the way
+    with CaptureQueriesContext(connection) as few:
+        scrape(viewer)
+    now = timezone.now()
+    records_ingest(records=[record_at(now, request_id=f"more-{n}", site=f"dc-{n}")
+                            for n in range(10)])  # fmt: skip
+    with CaptureQueriesContext(connection) as many:
+        _, m = scrape(viewer)
+
+    assert len({site for (_, labels) in m for key, site in labels if key == "site"}) == 12
+    assert len(many.captured_queries) == len(few.captured_queries)
+
+
 def test_openmetrics_when_the_scraper_asks_for_it(viewer: Any, fleet: None) -> None:
     response, m = scrape(viewer, HTTP_ACCEPT="application/openmetrics-text; version=1.0.0")
 
@@ -201,6 +219,17 @@ def dashboard_exprs() -> list[str]:
 
     walk(json.loads(DASHBOARD.read_text()))
     return found
+
+
+def test_the_dashboard_panels_query_the_prometheus_data_source_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    queried = [p for p in panels if p["type"] != "row"]
+
+    assert len({p["id"] for p in panels}) == len(panels)
+    assert {p["datasource"]["uid"] for p in queried} == {"${datasource}"}
+    assert all(p["targets"] for p in queried)
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "site"]
 
 
 def test_every_metric_the_dashboard_and_the_rules_use_is_exported(viewer: Any, fleet: None) -> None:

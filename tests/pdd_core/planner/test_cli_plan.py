@@ -8,7 +8,8 @@ from typing import Any
 
 from pdd_core.cli import main
 
-SMALL = str(Path(__file__).resolve().parents[3] / "fixtures" / "scenarios" / "small.toml")
+SCENARIOS = Path(__file__).resolve().parents[3] / "fixtures" / "scenarios"
+SMALL = str(SCENARIOS / "small.toml")
 
 
 def test_plan_json_has_the_issue_keys(capsys: Any, tmp_path: Path) -> None:
@@ -37,3 +38,16 @@ def test_infeasible_scenario_exits_1(capsys: Any, tmp_path: Path) -> None:
     scenario.write_text(text)
     assert main(["plan", str(scenario)]) == 1
     assert "INFEASIBLE: TTFT P" in capsys.readouterr().out
+
+
+MOONCAKE = str(SCENARIOS / "mooncake_conversation.toml")
+
+
+def test_mooncake_plan_prints_its_verdict_and_reasons(capsys: Any) -> None:
+    # Issue 12: on the Mooncake conversation trace the verdict is printed, whatever it is.
+    assert main(["plan", MOONCAKE]) == 0
+    out = capsys.readouterr().out
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict: "))
+    assert verdict.startswith(("verdict: PDD pays here", "verdict: PDD does not"))
+    for section in ("recommended: ", "reasons:", "design family", "PDD pays"):
+        assert section in out

@@ -37,8 +37,24 @@ def two_sites(
             },
         ],
         "pools": [
-            {"site": "a", "chip": "h800", "model": MODEL, "role": "P", "instances": 1, "tp": 16},
-            {"site": "a", "chip": "h800", "model": MODEL, "role": "RLD", "instances": 1, "tp": 16},
+            {
+                "site": "a",
+                "chip": "h800",
+                "model": MODEL,
+                "role": "P",
+                "instances": 1,
+                "tp": 8,
+                "pp": 2,
+            },
+            {
+                "site": "a",
+                "chip": "h800",
+                "model": MODEL,
+                "role": "RLD",
+                "instances": 1,
+                "tp": 8,
+                "pp": 2,
+            },
             {
                 "site": "b",
                 "chip": "h20",
@@ -46,6 +62,7 @@ def two_sites(
                 "role": "MD",
                 "instances": md_instances,
                 "tp": 8,
+                "pp": 2,
             },
         ],
     }
@@ -54,8 +71,24 @@ def two_sites(
 def baseline() -> Topology:
     raw = two_sites()
     raw["pools"] = [
-        {"site": "a", "chip": "h800", "model": MODEL, "role": "P", "instances": 1, "tp": 16},
-        {"site": "a", "chip": "h800", "model": MODEL, "role": "MD", "instances": 1, "tp": 16},
+        {
+            "site": "a",
+            "chip": "h800",
+            "model": MODEL,
+            "role": "P",
+            "instances": 1,
+            "tp": 8,
+            "pp": 2,
+        },
+        {
+            "site": "a",
+            "chip": "h800",
+            "model": MODEL,
+            "role": "MD",
+            "instances": 1,
+            "tp": 8,
+            "pp": 2,
+        },
     ]
     return topology_from_dict(raw)
 

@@ -106,29 +106,6 @@ def test_fixed_load_goodput_never_exceeds_the_offered_rate(seed: int, factor: fl
     assert summary.goodput_rps <= offered_rps(requests) + 1e-12
 
 
-@settings(max_examples=5, deadline=None)
-@given(
-    seed=st.integers(min_value=0, max_value=20),
-    slow=st.sampled_from([5.0, 10.0, 20.0]),
-    more=st.sampled_from([1.5, 2.0, 4.0]),
-)
-def test_more_wan_bandwidth_never_lowers_pdd_capacity(seed: int, slow: float, more: float) -> None:
-    # Every non-singular request relayed (budget 0), so the line only decides when MD takes
-    # over. With the adaptive P-MD choice this is not a law: a P-MD transfer chosen because it
-    # fits the TTFT target can be stretched by flows that start after it (docs/simulator.md).
-    requests = _workload(sessions=8, seed=seed)
-    table = RoutingTable(transfer_budget_s=0.0)
-    figures = []
-    for gbps in (slow, slow * more):
-        topology = topology_from_dict(two_sites(wan_gbps=gbps))
-
-        def run(load: list[Request], topology=topology) -> list:
-            return simulate(topology, "pdd", load, model_id=MODEL, table=table).records
-
-        figures.append(find_capacity(run, requests, SLA(), 1.0, iterations=2).goodput_rps)
-    assert figures[1] >= figures[0]
-
-
 def _sessions_with_reuse(reuse: float, sessions: int = 6, turns: int = 6) -> list[Request]:
     """Sessions whose every turn keeps ``reuse`` of the previous context's blocks (its prefix)
     and appends new ones, with outputs long enough that none is singular."""

@@ -117,12 +117,15 @@ def test_fixed_seed_gives_identical_results():
 
 
 def test_more_wan_bandwidth_never_worsens_naive_cross_dc_ttft():
+    # Four decoders: one H20 x 8 holds about four of these ~30K-token contexts, and with a
+    # single one its admission queue, not the WAN, would set TTFT (the first token is emitted
+    # when the decoder admits the sequence).
     requests = _workload(sessions=10)
     previous = None
     for gbps in (5.0, 10.0, 20.0, 40.0, 100.0):
         topo = policy_topology(
             "naive-cross-dc",
-            topology_from_dict(two_sites(wan_gbps=gbps, wan_jitter=True)),
+            topology_from_dict(two_sites(wan_gbps=gbps, wan_jitter=True, md_instances=4)),
             baseline(),
         )
         summary = simulate(

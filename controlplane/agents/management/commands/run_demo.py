@@ -148,7 +148,7 @@ class Demo:
         self.children.append(up)
         gateway = self._await_gateway(up, 90)
         self._await_agents(60)
-        self._banner(gateway)
+        self.banner(gateway)
         threading.Thread(target=self._replay_loop, args=(gateway,), daemon=True).start()
         if self.incident_after >= 0:
             wan = self.run_dir / "dataplane" / "dataplane.json"
@@ -165,7 +165,8 @@ class Demo:
         path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
         return path
 
-    def _banner(self, gateway: str) -> None:
+    def banner(self, gateway: str) -> None:
+        """What the demo prints once it runs: URLs, the key, a curl to try, what is going on."""
         key = self.demo.api_key
         again = "same as last run" if self.demo.reused else "new"
         lines = [

@@ -32,23 +32,25 @@ DEMO_TOPOLOGY = CATALOG_DIR.parent / "demo" / "topology.json"
 PRICES = CATALOG_DIR.parent / "scenarios" / "pdd_reference.toml"
 PRICES_FROM = datetime(2025, 1, 1, tzinfo=UTC)
 
-# (slug, name, metric, threshold, window_s). The drill rule is tight on purpose: the demo's
-# TTFT is about 0.1 s, and run_demo's scripted WAN incident pushes it past 0.5 s for a while.
-# The others are the demo data plane's own SLA (fixtures/dataplane/timed.json "sla").
+DATAPLANE = CATALOG_DIR.parent / "dataplane" / "timed.json"
+
+# (slug, name, metric, key of the demo data plane's "sla" in fixtures/dataplane/timed.json): the
+# rules check the SLA the demo data plane is configured for, on one-minute windows.
 DEMO_RULES = (
-    ("demo-drill-ttft-p90", "Drill: TTFT P90 per minute", AlertMetric.TTFT_P90, 0.5, 60),
-    ("demo-ttft-p99", "TTFT P99 per minute", AlertMetric.TTFT_P99, 10.0, 60),
-    ("demo-tpot-p90", "TPOT P90 per minute", AlertMetric.TPOT_P90, 0.5, 60),
+    ("demo-ttft-p90", "TTFT P90 per minute", AlertMetric.TTFT_P90, "ttft_p90_s"),
+    ("demo-ttft-p99", "TTFT P99 per minute", AlertMetric.TTFT_P99, "ttft_p99_s"),
+    ("demo-tpot-p90", "TPOT P90 per minute", AlertMetric.TPOT_P90, "tpot_p90_s"),
 )
 
 
 def showcase_seed() -> tuple[int, int]:
     """SLA rules and price books the demo needs, where missing; returns (rules, books) made."""
+    sla = json.loads(DATAPLANE.read_text(encoding="utf-8"))["sla"]
     rules = 0
-    for slug, name, metric, threshold, window_s in DEMO_RULES:
+    for slug, name, metric, key in DEMO_RULES:
         _, created = SlaRule.objects.get_or_create(
-            slug=slug, defaults={"name": name, "metric": metric, "threshold": threshold,
-                                 "window_s": window_s},
+            slug=slug, defaults={"name": name, "metric": metric, "threshold": float(sla[key]),
+                                 "window_s": 60},
         )  # fmt: skip
         rules += created
     prices = tomllib.loads(PRICES.read_text(encoding="utf-8"))["prices"]

@@ -23,12 +23,29 @@ export function fillingFrom(points, now = Date.now()) {
   return i;
 }
 
+// x and y with a null between two points more than one window apart: windows without requests
+// have no point, and the line breaks there instead of drawing a slope across the silence.
+export function withGaps(x, y) {
+  const gx = [];
+  const gy = [];
+  for (let i = 0; i < x.length; i += 1) {
+    if (i > 0 && Date.parse(x[i]) - Date.parse(x[i - 1]) > WINDOW_MS * 1.5) {
+      gx.push(new Date(Date.parse(x[i - 1]) + WINDOW_MS).toISOString());
+      gy.push(null);
+    }
+    gx.push(x[i]);
+    gy.push(y[i]);
+  }
+  return [gx, gy];
+}
+
 // A line over closed windows, continued dotted (same colour, no legend entry) into the filling one.
 export function lineTraces(points, y, trace) {
   const x = xs(points);
   const cut = fillingFrom(points);
   const base = { mode: "lines", legendgroup: trace.name, ...trace };
-  const closed = { ...base, x: x.slice(0, cut), y: y.slice(0, cut) };
+  const [cx, cy] = withGaps(x.slice(0, cut), y.slice(0, cut));
+  const closed = { ...base, x: cx, y: cy };
   if (cut === points.length) return [closed];
   const from = Math.max(cut - 1, 0);
   return [closed, {
