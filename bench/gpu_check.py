@@ -131,10 +131,21 @@ class Report:
         print(f"  {what:<34} skipped: {reason}")
 
 
+# Variants whose memory and clocks differ from the SXM part the catalog holds: never guessed.
+UNLISTED_VARIANTS = ("PCIE", "NVL")
+
+
 def detect_chip(name: str, chips: dict[str, ChipSpec]) -> ChipSpec:
-    """The catalog chip whose marketing name the device name contains (``ValueError`` if none)."""
+    """The catalog chip whose marketing name the device name contains (``ValueError`` if none).
+
+    An H100 PCIe or NVL is not an H100 SXM (less bandwidth and compute), so such a name is an
+    error asking for ``--chip`` rather than a silently wrong roofline.
+    """
+    upper = name.upper()
     for needle, chip_id in CHIP_NAMES:
-        if needle in name.upper() and chip_id in chips:
+        if needle in upper and chip_id in chips:
+            if any(variant in upper for variant in UNLISTED_VARIANTS):
+                break
             return chips[chip_id]
     raise ValueError(f"no catalog chip matches {name!r}; pass --chip with one of {sorted(chips)}")
 

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pdd_core import profile
 from pdd_core.collectives import (
     ACTIVATION_BYTES,
     SEND_LATENCY_S,
@@ -245,6 +246,9 @@ def prefill_time(
     _check_counts(new_tokens=new_tokens, cached_tokens=cached_tokens, batch=batch)
     if new_tokens == 0:
         return ZERO_TIMING
+    measured = profile.lookup(model, chip, as_shape(tp).chips)  # replaces the roofline
+    if measured is not None:
+        return measured.timing(measured.prefill_seconds(new_tokens, batch))
     # Sum over the batch of L_new (L_c + L_new/2): the query-key pairs of causal attention.
     attention_pairs = batch * new_tokens * (cached_tokens + new_tokens / 2)
     return _forward(
@@ -311,6 +315,9 @@ def decode_step_time_uniform(
 def _decode(
     model: ModelSpec, chip: ChipSpec, batch: int, total_context: int, shape: InstanceShape
 ) -> Timing:
+    measured = profile.lookup(model, chip, shape.chips)  # a measured profile replaces the roofline
+    if measured is not None:
+        return measured.timing(measured.decode_seconds(batch))
     # Each sequence adds one token over c_i cached: L_new (L_c + L_new/2) = c_i + 1/2.
     return _forward(
         model,

@@ -62,9 +62,12 @@ class WanSpec:
 
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
-    """Which engine every agent runs: ``tiny`` (real numpy model) or ``timed`` (roofline-paced).
+    """Which engine every agent runs: ``tiny`` (real numpy model), ``timed`` (roofline-paced)
+    or ``llamacpp`` (a GGUF model on llama.cpp).
 
     For ``timed``, ``chips`` names the chip of each role (P and RLD in site A, MD in site B).
+    For ``llamacpp``, ``llamacpp`` holds the GGUF path and context settings
+    (``pdd_core.engine.llamacpp_config``).
     """
 
     kind: str = "tiny"
@@ -77,6 +80,7 @@ class EngineSpec:
     decode_step_s: float = 0.0  # floor on a decode step's seconds (paces the tiny model)
     prefill_s: float = 0.0  # floor on a prefill pass's seconds (the same, for prefill)
     vllm: Mapping[str, Any] = field(default_factory=dict)  # kind vllm: engine.vllm.config
+    llamacpp: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +212,17 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
     wan_raw["routes"] = {str(k): int(v) for k, v in dict(wan_raw.get("routes", {})).items()}
     journal = raw.get("journal", {})
     engine = _section(raw, "engine", EngineSpec)
-    if engine.kind not in ("tiny", "timed", "vllm"):
-        raise ConfigError("engine.kind: must be tiny, timed or vllm")
+    if engine.kind not in ("tiny", "timed", "vllm", "llamacpp"):
+        raise ConfigError("engine.kind: must be tiny, timed, vllm or llamacpp")
     if engine.kind == "vllm":
         _check_vllm(engine, agents)
+    if engine.kind == "llamacpp":
+        from pdd_core.engine.llamacpp_config import settings_from_mapping
+
+        try:
+            settings_from_mapping(engine.llamacpp)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"engine.llamacpp.{exc}") from None
     return DataPlaneConfig(
         model=str(raw.get("model", engine.model)),
         engine=engine,

@@ -61,6 +61,13 @@ def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engin
         if spec.decode_step_s > 0 or spec.prefill_s > 0:
             return _StepFloor(tiny, spec.decode_step_s, spec.prefill_s)
         return tiny
+    if spec.kind == "llamacpp":
+        from pdd_core.engine.llamacpp import engine_from_spec
+
+        real = engine_from_spec(spec.llamacpp, spec.block_size)
+        if spec.decode_step_s > 0 or spec.prefill_s > 0:
+            return _StepFloor(real, spec.decode_step_s, spec.prefill_s)
+        return real
     from pdd_core.engine.timed import TimedEngine
 
     model = load_models()[spec.model]
@@ -126,6 +133,10 @@ class Predictor:
                 role: chips[spec.chips.get(role, "h800")] for role in ("prefill", "relay", "main")
             }
             self.kv_bytes_per_token = perf.kv_bytes(self._model, 1) * spec.payload_scale
+        elif spec.kind == "llamacpp":
+            from pdd_core.engine.llamacpp_config import kv_bytes_per_token, settings_from_mapping
+
+            self.kv_bytes_per_token = kv_bytes_per_token(settings_from_mapping(spec.llamacpp))
         else:
             from pdd_core.engine.tiny import TinyConfig
 

@@ -177,6 +177,20 @@ class Engine(Protocol):
     def import_blocks(self, blocks: Sequence[KVBlock]) -> SequenceKV: ...
 
 
+def continue_greedy(engine: Engine, state: DecodeState, count: int) -> list[int]:
+    """``count`` greedy tokens of a decoding sequence: its pending token, then one per step."""
+    out = [state.last_token]
+    while len(out) < count:
+        out.append(engine.decode_step([state]).tokens[0])
+    return out[:count]
+
+
+def generate(engine: Engine, tokens: Sequence[int], count: int) -> list[int]:
+    """``count`` greedy tokens after ``tokens`` in one process: the reference output."""
+    result = engine.prefill(tokens)
+    return continue_greedy(engine, DecodeState("generate", result.kv, result.first_token), count)
+
+
 def check_chain(blocks: Sequence[KVBlock], block_size: int) -> list[int]:
     """Verify that ``blocks`` form the hash chain of their tokens from block 0; return the tokens.
 

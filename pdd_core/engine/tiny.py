@@ -32,6 +32,7 @@ from pdd_core.engine.protocol import (
     block_hashes,
     check_cached_prefix,
     check_chain,
+    generate,
 )
 from pdd_core.engine.tokenizer import VOCAB_SIZE
 
@@ -213,12 +214,7 @@ class TinyTransformer:
 
     def generate(self, tokens: Sequence[int], count: int) -> list[int]:
         """``count`` greedy tokens after ``tokens`` in one process: the reference output."""
-        result = self.prefill(tokens)
-        state = DecodeState("generate", result.kv, result.first_token)
-        out = [result.first_token]
-        while len(out) < count:
-            out.append(self.decode_step([state]).tokens[0])
-        return out[:count]
+        return generate(self, tokens, count)
 
     # --- the model -----------------------------------------------------------------------------
 

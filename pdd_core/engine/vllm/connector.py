@@ -32,6 +32,7 @@ Worker side:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.engine.vllm.store import BlockStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +224,12 @@ class PddBlockConnector(KVConnectorBase_V1):  # type: ignore[misc,unused-ignore]
             if any(layer is None for layer in layers):
                 continue  # a layer never ran this step: save nothing rather than a torn block
             block = torch.stack([layer for layer in layers if layer is not None]).contiguous()
-            self.store.write(block_hash, block.view(torch.uint8).numpy().tobytes())
+            try:
+                self.store.write(block_hash, block.view(torch.uint8).numpy().tobytes())
+            except OSError as exc:
+                # A full or vanished store must not take the engine down: the block is simply
+                # missing, and the agent's export of it fails that one request.
+                log.warning("block %016x: not saved: %s", block_hash, exc)
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         return None, None

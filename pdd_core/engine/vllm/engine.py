@@ -73,7 +73,7 @@ class VLLMEngine:
         store: BlockStore,
         *,
         block_size: int,
-        vocab_size: int,
+        vocab_size: int = 0,
         timeout_s: float = 60.0,
         decode_chunk: int = 64,
         idle_s: float = 30.0,
@@ -145,6 +145,10 @@ class VLLMEngine:
     # --- vLLM's HTTP API -------------------------------------------------------------------
 
     def _body(self, tokens: Sequence[int], max_tokens: int, stream: bool) -> bytes:
+        # An id outside the vocabulary kills vLLM's engine (an embedding index error in the
+        # worker), taking every other request with it: refuse it here.
+        if self.vocab_size and any(not 0 <= t < self.vocab_size for t in tokens):
+            raise EngineError(f"tokens: ids must be in [0, {self.vocab_size})")
         request: dict[str, Any] = {
             "model": self.model,
             "prompt": list(tokens),
@@ -240,7 +244,6 @@ class VLLMEngine:
 
 def engine_for(section: Any, role: str, agent_id: str, block_size: int) -> VLLMEngine:
     """The adapter to ``agent_id``'s instance as the topology's ``engine.vllm`` describes it."""
-    from pdd_core.engine.tokenizer import VOCAB_SIZE
     from pdd_core.engine.vllm.config import instance_for
 
     spec = instance_for(section, role, agent_id, block_size)
@@ -249,7 +252,7 @@ def engine_for(section: Any, role: str, agent_id: str, block_size: int) -> VLLME
         spec.name,
         BlockStore(spec.store_dir, spec.store_capacity_bytes),
         block_size=spec.block_size,
-        vocab_size=VOCAB_SIZE,
+        vocab_size=spec.vocab_size,
         timeout_s=spec.timeout_s,
         decode_chunk=spec.decode_chunk,
     )

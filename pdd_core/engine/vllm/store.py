@@ -54,6 +54,7 @@ class BlockStore:
 
     def write(self, block_hash: int, data: bytes) -> None:
         """Store a block atomically; an existing block of the same hash is replaced."""
+        self.directory.mkdir(parents=True, exist_ok=True)  # it may have been cleaned away
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:

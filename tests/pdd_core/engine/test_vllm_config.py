@@ -158,3 +158,11 @@ def test_pdd_vllm_prints_one_agents_server_command(
     assert "--port 8200 --tensor-parallel-size 2 --block-size 32" in line
     assert '"store_dir":"/dev/shm/pdd-kv/md1"' in line
     assert main(["vllm", "--config", str(path), "--id", "gw", "--print"]) == 2
+
+
+def test_adapter_refuses_ids_outside_the_vocabulary_before_calling_vllm(tmp_path: Path) -> None:
+    engine = VLLMEngine(
+        "http://127.0.0.1:1", "tiny", BlockStore(tmp_path), block_size=4, vocab_size=258
+    )
+    with pytest.raises(EngineError, match=r"tokens: ids must be in \[0, 258\)"):
+        engine.prefill([1, 2, 258])

@@ -45,7 +45,8 @@ from controlplane.agents.models import Agent
 from controlplane.planning.selectors import active_plan
 
 ROOT = Path(settings.BASE_DIR)
-TOPOLOGY = ROOT / "fixtures" / "dataplane" / "timed.json"
+# ``make demo ENGINE=llamacpp`` sets PDD_DEMO_ENGINE: fixtures/dataplane/<engine>.json is the plane.
+TOPOLOGY = ROOT / "fixtures" / "dataplane" / f"{os.environ.get('PDD_DEMO_ENGINE') or 'timed'}.json"
 TRACE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
 
 
@@ -67,6 +68,8 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not TOPOLOGY.is_file():
+            raise CommandError(f"run_demo: no demo topology {TOPOLOGY} (PDD_DEMO_ENGINE)")
         if not options["setup_only"]:
             for port in (options["port"], options["gateway_port"]):
                 check_port_free(options["host"], port)
@@ -249,12 +252,16 @@ class Demo:
 
     def _replay_loop(self, gateway: str) -> None:
         log = self.run_dir / "replay.log"
+        # A topology for a small real model scales the trace down ("demo_replay_args"); the
+        # timed plane replays it at a quarter of its native prompt sizes.
+        scale = json.loads(TOPOLOGY.read_text(encoding="utf-8")).get(
+            "demo_replay_args", ["--block-tokens", "128", "--output-scale", "4"]
+        )
         while not self.stop.is_set():
-            # The key travels in the environment (ps shows argv); the sample is replayed at
-            # a quarter of its native prompt sizes so a laptop keeps up with the load.
+            # The key travels in the environment (ps shows argv).
             self.replay = self._spawn(
                 [sys.executable, "-m", "pdd_core", "replay", str(TRACE), "--gateway", gateway,
-                 "--speed", str(self.speed), "--block-tokens", "128", "--output-scale", "4"],
+                 "--speed", str(self.speed), *[str(arg) for arg in scale]],
                 log,
                 env={**os.environ, "PDD_API_KEY": self.demo.api_key},
             )  # fmt: skip
