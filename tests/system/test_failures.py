@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,7 +62,9 @@ def test_max_tokens_beyond_the_window_is_capped_to_what_it_leaves(plane: DataPla
 
 
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:
-    body = {"prompt": "y" * 200, "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
+    # A prompt no other test sent: a cached prefix would make the prefills cheap.
+    fresh = uuid.uuid4().hex * 7  # 224 bytes
+    body = {"prompt": fresh[:200], "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: post(plane, "/v1/completions", body), range(8)))
 
