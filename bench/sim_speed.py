@@ -1,7 +1,7 @@
 """Simulated requests per CPU-second, this simulator against the one before the engine models.
 
 Runs a workload (by default the Mooncake conversation trace, ~12k requests, through the
-reference scenario's topologies) under each policy twice, in fresh subprocesses on one core:
+built-in ``BENCH_SCENARIO`` topologies) under each policy twice, in fresh subprocesses on one core:
 once with this tree's ``pdd_core`` and once with the simulator as it was at ``--baseline``
 (default ``ff35434``, before paged KV, mixed iterations and the shared predictor), exported
 with ``git archive`` into a temporary directory. It prints both side by side with the ratio,
@@ -29,7 +29,79 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "mooncake_conversation_trace.jsonl"
-DEFAULT_SCENARIO = ROOT / "fixtures" / "scenarios" / "pdd_reference.toml"
+# The default scenario is this one, written to a temporary file, because both simulators must
+# read the same topology: the reference scenario now uses shapes (tp x pp) and a time-shared
+# RLD that the baseline cannot read. A Qwen3-235B-A22B on H800 x 8 (P, RLD, baseline D) and
+# H20 x 8 (MD) is valid under today's shape rules and readable by ff35434.
+BENCH_SCENARIO = """\
+[scenario]
+name = "sim-speed"
+model = "qwen3-235b-a22b"
+seed = 1
+
+[[sites]]
+id = "a"
+[[sites]]
+id = "b"
+
+[[links]]
+id = "a-fabric"
+kind = "rdma"
+source_site = "a"
+target_site = "a"
+bandwidth_gbps = 400
+rtt_ms = 0.01
+
+[[links]]
+id = "a-b"
+kind = "wan"
+source_site = "a"
+target_site = "b"
+bandwidth_gbps = 20
+rtt_ms = 20
+jitter_ms = 3.0
+bandwidth_jitter = 0.2
+
+[[pools]]
+site = "a"
+chip = "h800"
+role = "P"
+instances = 2
+tp = 8
+
+[[pools]]
+site = "a"
+chip = "h800"
+role = "RLD"
+instances = 1
+tp = 8
+
+[[pools]]
+site = "b"
+chip = "h20"
+role = "MD"
+instances = 2
+tp = 8
+
+[[baseline.pools]]
+site = "a"
+chip = "h800"
+role = "P"
+instances = 2
+tp = 8
+
+[[baseline.pools]]
+site = "a"
+chip = "h800"
+role = "MD"
+instances = 2
+tp = 8
+
+[engine]
+max_batch = 128
+drc_fraction = 0.3
+block_size = 512
+"""
 POLICIES = ("colocated", "same-dc", "naive-cross-dc", "pdd")
 
 # Runs in a subprocess: load the scenario, run one policy, print CPU and wall seconds as JSON.
@@ -91,7 +163,9 @@ def export_baseline(commit: str, into: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    parser.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO)
+    parser.add_argument(
+        "--scenario", type=Path, default=None, help="default: the built-in BENCH_SCENARIO"
+    )
     parser.add_argument("--policies", nargs="+", default=list(POLICIES))
     parser.add_argument("--baseline", default="ff35434")
     parser.add_argument("--max-requests", type=int, default=0, help="0: the whole workload")
@@ -102,8 +176,19 @@ def main() -> int:
     trace = args.trace if args.trace.exists() else None
     if trace is None:
         print(f"trace not found: {args.trace}; using the scenario's own workload")
-    scenario = args.scenario.resolve()
-    print(f"scenario {scenario.name}, workload {trace.name if trace else 'generator'}")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.scenario is None:
+            scenario = Path(tmp) / "sim_speed.toml"
+            scenario.write_text(BENCH_SCENARIO, encoding="utf-8")
+        else:
+            scenario = args.scenario.resolve()
+        print(f"scenario {scenario.name}, workload {trace.name if trace else 'generator'}")
+        compare(scenario, trace, args)
+    return 0
+
+
+def compare(scenario: Path, trace: Path | None, args: argparse.Namespace) -> None:
+    """Print the table: each policy with this tree and with the baseline commit."""
     print(
         f"{'policy':<16}{'requests':>9}{'base req/CPU-s':>16}{'now req/CPU-s':>15}"
         f"{'ratio':>7}{'now req/wall-s':>16}{'base ev/req':>12}{'now ev/req':>11}"
@@ -120,6 +205,8 @@ def main() -> int:
                 base = run_worker(base_dir, base_scenario, trace, policy, args)
             except RuntimeError as exc:
                 if base_scenario != scenario:
+                    raise
+                if not scenario.is_relative_to(ROOT):
                     raise
                 base_scenario = base_dir / scenario.relative_to(ROOT)
                 notes.append(f"baseline read {args.baseline}'s copy of the scenario ({exc})")
@@ -142,7 +229,6 @@ def main() -> int:
         "req/CPU-s; ev/req = simulated events per request (the work the model asks for), "
         "ev/CPU-s = the cost of each"
     )
-    return 0
 
 
 if __name__ == "__main__":

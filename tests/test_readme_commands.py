@@ -150,7 +150,7 @@ def test_the_quick_start_commands_work_as_written_and_ctrl_c_is_clean(demo: Demo
     assert completion["usage"]["completion_tokens"] == 8
     assert token.startswith("pdd_")
     assert pools["count"] == 3
-    assert invoice["tenant"] == "demo"
+    assert invoice.get("tenant") == "demo", invoice
     assert status == 0
     assert "run_demo: stopped" in demo.log.read_text()
     logs = sorted((demo.data_dir / "demo").rglob("*.log"))

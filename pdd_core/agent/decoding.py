@@ -38,6 +38,7 @@ class Stream:
     finished: bool = False
     arrival: float = field(default_factory=time.time)
     touched: float = field(default_factory=time.monotonic)
+    eos: int = EOS  # the model's end-of-sequence id (``runtime.eos_token``)
 
     @property
     def max_tokens(self) -> int:
@@ -58,7 +59,7 @@ class Stream:
         self.next_index += 1
         self.emitted.append(token)
         self.touched = time.monotonic()
-        last = token == EOS or self.next_index >= self.max_tokens
+        last = token == self.eos or self.next_index >= self.max_tokens
         frame = control(
             FrameType.TOKENS,
             self.request_id,

@@ -38,7 +38,7 @@ from pdd_core.agent.journal import Journal
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
-from pdd_core.engine.tokenizer import TextTokenizer, tokenizer_for
+from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
 from pdd_core.predict import (
     DecodeState,
     LinkState,
@@ -77,6 +77,11 @@ class Gateway(RequestRunner):
         self.spec = config.agent(agent_id)
         self.predictor = Predictor(config)
         self.tokenizer: TextTokenizer = tokenizer_for(config.engine.kind)
+        self.eos = EOS  # the model's end-of-sequence id: a stream ending on it stopped
+        if config.engine.kind == "llamacpp":  # the GGUF file's own vocabulary and EOS
+            from pdd_core.engine.llamacpp_vocab import gguf_tokenizer
+
+            self.tokenizer, self.eos = gguf_tokenizer(config.engine.llamacpp)
         self.context_tokens = context_window(config)
         self.block_size = config.engine.block_size
         self.me = hello("gateway", agent_id, config.model)

@@ -28,7 +28,6 @@ from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink
-from pdd_core.engine.tokenizer import EOS
 
 log = logging.getLogger("pdd_core.agent.gateway")
 MAX_RESUMES = 2
@@ -62,6 +61,7 @@ class RequestRunner:
     active: dict[str, asyncio.Queue[tuple[str, Frame | None]]]
     admission: Admission
     avoid: set[str]
+    eos: int
 
     def route(
         self,
@@ -113,7 +113,7 @@ class RequestRunner:
                         deadline=deadline,
                     )  # fmt: skip
             outcome.finish_reason = (
-                "stop" if outcome.tokens and outcome.tokens[-1] == EOS else "length"
+                "stop" if outcome.tokens and outcome.tokens[-1] == self.eos else "length"
             )
         except UpstreamError as exc:
             outcome.error = str(exc)

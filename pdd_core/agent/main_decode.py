@@ -19,7 +19,7 @@ from pdd_core.agent.base import AgentBase
 from pdd_core.agent.decoding import DecodeLoop, Stream
 from pdd_core.agent.kvstore import BlockCache
 from pdd_core.agent.protocol import Frame, FrameType, control, parse_kv_block, token_ids
-from pdd_core.agent.runtime import Conn
+from pdd_core.agent.runtime import Conn, eos_token, offloads
 from pdd_core.engine.protocol import DecodeState, EngineError, KVBlock, PacedEngine
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class MainDecodeAgent(AgentBase):
     def __init__(self, config: Any, agent_id: str) -> None:
         super().__init__(config, agent_id)
         self.drc = BlockCache(config.limits.drc_tokens, self.engine.block_size)
-        self.paced = PacedEngine(self.engine)
+        self.paced = PacedEngine(self.engine, offload=offloads(config))
         self.streams: dict[str, Stream] = {}
         self.query: dict[str, tuple[list[int], int]] = {}  # rid -> (hashes, blocks held)
         self.sources: dict[str, Conn] = {}  # rid -> P's connection while its KV is arriving
@@ -48,7 +48,7 @@ class MainDecodeAgent(AgentBase):
         await self.cache_event(list(self.drc.blocks), [], True)
 
     def _stream(self, rid: str) -> Stream:
-        return self.streams.setdefault(rid, Stream(rid))
+        return self.streams.setdefault(rid, Stream(rid, eos=eos_token(self.engine)))
 
     async def handle(self, conn: Conn, frame: Frame) -> None:
         rid = frame.request_id

@@ -25,8 +25,8 @@ from pdd_core.agent.protocol import (
     kv_block_frame,
     token_ids,
 )
-from pdd_core.agent.runtime import Conn, PeerLink
-from pdd_core.engine.protocol import KVBlock, block_hashes
+from pdd_core.agent.runtime import Conn, PeerLink, offloads
+from pdd_core.engine.protocol import KVBlock, PrefillResult, block_hashes
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class PrefillAgent(AgentBase):
         self.queue: asyncio.Queue[PrefillJob] = asyncio.Queue()
         self.cancelled: set[str] = set()
         self.queued: set[str] = set()
+        self._offload = offloads(config)
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
         # (MD, rid) -> when MD said it released the request while its KV was still crossing.
         self.abandoned: dict[tuple[str, str], float] = {}
@@ -113,10 +114,12 @@ class PrefillAgent(AgentBase):
                     continue
                 hashes = block_hashes(job.prompt, self.engine.block_size)
                 hit = self.cache.match(hashes, len(job.prompt))
-                cached = self.engine.import_blocks(self.cache.get(hashes[:hit])) if hit else None
-                result = self.engine.prefill(job.prompt, cached)
+                held = self.cache.get(hashes[:hit]) if hit else []
+                if self._offload:  # a real engine's prefill must not stall this event loop
+                    result, blocks = await asyncio.to_thread(self._prefill, job.prompt, held)
+                else:
+                    result, blocks = self._prefill(job.prompt, held)
                 seconds += result.seconds
-                blocks = self.engine.export_blocks(result.kv)
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
                 done.append(
@@ -131,6 +134,14 @@ class PrefillAgent(AgentBase):
             await asyncio.sleep(seconds)
             for job, blocks, hit_tokens, first in done:
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
+
+    def _prefill(
+        self, prompt: list[int], held: list[KVBlock]
+    ) -> tuple[PrefillResult, list[KVBlock]]:
+        """Prefill over the cached blocks ``held``; the result and the prompt's KV blocks."""
+        cached = self.engine.import_blocks(held) if held else None
+        result = self.engine.prefill(prompt, cached)
+        return result, self.engine.export_blocks(result.kv)
 
     async def _ship(
         self, job: PrefillJob, blocks: list[KVBlock], hit_tokens: int, first_token: int

@@ -20,7 +20,7 @@ from typing import Any
 from pdd_core.agent.base import AgentBase
 from pdd_core.agent.decoding import DecodeLoop, Stream
 from pdd_core.agent.protocol import Frame, FrameType, control, parse_kv_block
-from pdd_core.agent.runtime import Conn, PeerLink
+from pdd_core.agent.runtime import Conn, PeerLink, eos_token, offloads
 from pdd_core.engine.protocol import DecodeState, EngineError, KVBlock, PacedEngine
 from pdd_core.routing import HandoffMode, choose_handoff_mode
 
@@ -36,7 +36,9 @@ class RelayAgent(AgentBase):
         self.streams: dict[str, Stream] = {}
         self.handoff: dict[str, dict[str, Any]] = {}
         self.loop = DecodeLoop(
-            PacedEngine(self.engine), config.limits.relay_batch, self._after_token
+            PacedEngine(self.engine, offload=offloads(config)),
+            config.limits.relay_batch,
+            self._after_token,
         )
 
     async def start(self) -> None:
@@ -44,7 +46,7 @@ class RelayAgent(AgentBase):
         self.spawn(self.loop.run())
 
     def _stream(self, rid: str) -> Stream:
-        return self.streams.setdefault(rid, Stream(rid))
+        return self.streams.setdefault(rid, Stream(rid, eos=eos_token(self.engine)))
 
     async def handle(self, conn: Conn, frame: Frame) -> None:
         rid = frame.request_id

@@ -36,6 +36,7 @@ from pdd_core.engine.protocol import (
     SequenceKV,
     StepResult,
 )
+from pdd_core.engine.tokenizer import EOS
 from pdd_core.specs import load_chips, load_models
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,16 @@ def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engin
     )
 
 
+def offloads(config: DataPlaneConfig) -> bool:
+    """Whether agents run engine calls in a worker thread (llama.cpp: long real calls)."""
+    return config.engine.kind == "llamacpp"
+
+
+def eos_token(engine: Engine) -> int:
+    """The id that ends a stream: the model's own (llama.cpp), else ``ByteTokenizer``'s."""
+    return int(getattr(engine, "eos_token", EOS))
+
+
 class _StepFloor:
     """An engine whose decode steps (prefills) last at least ``step_s`` (``prefill_s``).
 
@@ -95,6 +106,7 @@ class _StepFloor:
         self.prefill_s = prefill_s
         self.block_size = engine.block_size
         self.vocab_size = engine.vocab_size
+        self.eos_token = eos_token(engine)
 
     def prefill(self, tokens: Sequence[int], cached: SequenceKV | None = None) -> PrefillResult:
         result = self.engine.prefill(tokens, cached)

@@ -4,6 +4,10 @@ The repository ships no weights: tests and the demo build this file from the see
 model whenever they need it, and a user points a topology at a real GGUF instead. The file is a
 ``llama``-architecture F32 model with a vocabulary equal to ``ByteTokenizer``'s (256 byte tokens,
 ``<s>`` as BOS, ``</s>`` as EOS), so the agents' token ids mean the same thing on both engines.
+With ``vocab="bpe"`` it carries the shipped 4,096-token byte-level BPE instead
+(``data/pdd-bpe.json`` as llama.cpp's ``gpt2`` tokenizer: tokens, merges, ``<|bos|>`` and
+``<|eos|>``), a model with its own vocabulary as a real GGUF has: the data plane then tokenizes
+with the file's vocabulary.
 
 Two layout facts make the export exact (the same ones llama.cpp's own Hugging Face converter
 applies, ``convert_hf_to_gguf.py``):
@@ -18,19 +22,24 @@ applies, ``convert_hf_to_gguf.py``):
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pdd_core.engine.tiny import TinyConfig, TinyTransformer
-from pdd_core.engine.tokenizer import BOS, BYTE_VALUES, EOS
+from pdd_core.engine.tokenizer import BOS, BPE_PATH, BYTE_VALUES, EOS, VOCAB_SIZE
 
 ARCH = "llama"
 CONTEXT_LENGTH = 32_768
+BPE_VOCAB_SIZE = 4096
+VOCABULARIES = ("byte", "bpe")
 # llama.cpp token types (gguf.TokenType): NORMAL 1, CONTROL 3, BYTE 6.
+_TYPE_NORMAL = 1
 _TYPE_CONTROL = 3
 _TYPE_BYTE = 6
 
@@ -57,6 +66,44 @@ def vocabulary() -> tuple[list[str], list[int]]:
     return tokens, types
 
 
+def bpe_vocabulary(path: Path = BPE_PATH) -> tuple[list[str], list[int], list[str], int, int]:
+    """Tokens, types, merges, BOS and EOS ids of a Hugging Face byte-level BPE file.
+
+    Tokens keep their byte-level spelling (``\u0120word``), as llama.cpp's ``gpt2`` reads them.
+    """
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    vocab: dict[str, int] = data["model"]["vocab"]
+    tokens = [""] * len(vocab)
+    for text, token_id in vocab.items():
+        tokens[token_id] = text
+    special = {t["content"]: int(t["id"]) for t in data["added_tokens"] if t["special"]}
+    types = [_TYPE_CONTROL if i in special.values() else _TYPE_NORMAL for i in range(len(tokens))]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in data["model"]["merges"]]
+    return tokens, types, merges, special["<|bos|>"], special["<|eos|>"]
+
+
+def _add_vocabulary(writer: Any, vocab: str) -> None:
+    if vocab == "byte":
+        tokens, types = vocabulary()
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores([0.0] * len(tokens))
+        writer.add_token_types(types)
+        writer.add_bos_token_id(BOS)
+        writer.add_eos_token_id(EOS)
+    else:
+        tokens, types, merges, bos, eos = bpe_vocabulary()
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("gpt-2")  # ByteLevel with GPT-2's split regex, as the file's
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(merges)
+        writer.add_bos_token_id(bos)
+        writer.add_eos_token_id(eos)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+
+
 def tensors(model: TinyTransformer) -> dict[str, NDArray[np.float32]]:
     """The model's weights under llama.cpp's tensor names, in GGUF row layout (float32)."""
     c = model.config
@@ -81,16 +128,31 @@ def tensors(model: TinyTransformer) -> dict[str, NDArray[np.float32]]:
     return out
 
 
-def export_tiny(path: Path | str, config: TinyConfig | None = None) -> Path:
+def export_tiny(path: Path | str, config: TinyConfig | None = None, *, vocab: str = "byte") -> Path:
     """Write the ``TinyTransformer`` of ``config`` to ``path`` as GGUF; returns the path.
+
+    ``vocab`` is ``"byte"`` (``ByteTokenizer``'s ids) or ``"bpe"`` (the shipped BPE; the default
+    config then has its 4,096-token vocabulary).
+    """
+    if vocab not in VOCABULARIES:
+        raise ValueError(f"vocab: must be one of {', '.join(VOCABULARIES)}, got {vocab!r}")
+    if config is None and vocab == "bpe":
+        config = TinyConfig(vocab_size=BPE_VOCAB_SIZE)
+    return export_model(path, TinyTransformer(config), vocab=vocab)
+
+
+def export_model(path: Path | str, model: TinyTransformer, *, vocab: str = "byte") -> Path:
+    """Write ``model`` to ``path`` as GGUF with vocabulary ``vocab``; returns the path.
 
     The file appears atomically (written beside it, then renamed), so agent processes that
     start together and each ensure the file never read a half-written one.
     """
     import gguf
 
-    model = TinyTransformer(config)
     c = model.config
+    size = VOCAB_SIZE if vocab == "byte" else BPE_VOCAB_SIZE
+    if c.vocab_size != size:
+        raise ValueError(f"vocab {vocab!r} has {size} tokens; the model has {c.vocab_size}")
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=target.name + ".", dir=target.parent)
@@ -108,15 +170,7 @@ def export_tiny(path: Path | str, config: TinyConfig | None = None) -> Path:
         writer.add_rope_freq_base(c.rope_theta)
         writer.add_layer_norm_rms_eps(c.norm_eps)
         writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-        tokens, types = vocabulary()
-        writer.add_tokenizer_model("llama")
-        writer.add_token_list(tokens)
-        writer.add_token_scores([0.0] * len(tokens))
-        writer.add_token_types(types)
-        writer.add_bos_token_id(BOS)
-        writer.add_eos_token_id(EOS)
-        writer.add_add_bos_token(False)
-        writer.add_add_eos_token(False)
+        _add_vocabulary(writer, vocab)
         for name, array in tensors(model).items():
             writer.add_tensor(name, array)
         writer.write_header_to_file()
@@ -130,7 +184,7 @@ def export_tiny(path: Path | str, config: TinyConfig | None = None) -> Path:
     return target
 
 
-def ensure_tiny(path: Path | str, config: TinyConfig | None = None) -> Path:
+def ensure_tiny(path: Path | str, config: TinyConfig | None = None, *, vocab: str = "byte") -> Path:
     """``path`` if it exists, else the exported ``TinyTransformer`` written there."""
     target = Path(path)
-    return target if target.is_file() else export_tiny(target, config)
+    return target if target.is_file() else export_tiny(target, config, vocab=vocab)

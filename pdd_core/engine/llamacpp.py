@@ -15,6 +15,9 @@ One llama.cpp context per agent process holds every sequence's KV in one unified
 - Finishing: when the agent drops a sequence's last reference, its id is queued and its cells
   are removed (``llama_memory_seq_rm``) at the start of the engine's next call, on the thread
   that owns the context.
+- Threads: every call holds the engine's lock, so agents may run the long calls (a prefill, a
+  decode step) in a worker thread while their event loop goes on; llama.cpp never sees two
+  calls on one context at once.
 
 Costs are the real compute time, so every result's ``seconds`` is 0 (``_StepFloor`` in the agent
 runtime may still add a floor to pace a plane). ``llama_cpp`` is imported on first use: the rest
@@ -27,15 +30,16 @@ import ctypes
 import logging
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from pdd_core.engine import llamacpp_state as state_format
 from pdd_core.engine.llamacpp_config import KV_TYPES, LlamaCppSettings, settings_from_mapping
+from pdd_core.engine.llamacpp_vocab import is_byte_vocabulary
 from pdd_core.engine.protocol import (
     DecodeState,
     EngineError,
@@ -48,13 +52,28 @@ from pdd_core.engine.protocol import (
     check_chain,
     generate,
 )
-from pdd_core.engine.tokenizer import BOS, BYTE_VALUES, EOS, VOCAB_SIZE
 
 log = logging.getLogger(__name__)
 _TYPE_NAMES = {v: k for k, v in KV_TYPES.items()}
 _LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
 _init_lock = threading.Lock()
 _initialised: list[Any] = []  # the log callback, kept alive while the library may call it
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _serialized(
+    method: Callable[Concatenate[LlamaCppEngine, _P], _R],
+) -> Callable[Concatenate[LlamaCppEngine, _P], _R]:
+    """Run ``method`` holding the engine's lock: one llama.cpp call on the context at a time,
+    whichever thread (the event loop, an agent's worker thread) makes it."""
+
+    def locked(self: LlamaCppEngine, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    locked.__doc__ = method.__doc__
+    return locked
 
 
 def _library() -> Any:
@@ -102,14 +121,8 @@ class LlamaCppEngine:
             raise EngineError(f"gguf: llama.cpp could not load {settings.gguf!r}")
         vocab = lib.llama_model_get_vocab(self._model)
         self.vocab_size = int(lib.llama_vocab_n_tokens(vocab))
-        self.byte_vocabulary = self._is_byte_vocabulary(vocab)
-        if not self.byte_vocabulary:
-            log.warning(
-                "%s: its vocabulary is not the byte vocabulary the data plane tokenizes with "
-                "(and stops on EOS %d of): its text will be garbled (docs/llamacpp.md)",
-                settings.gguf,
-                EOS,
-            )
+        self.byte_vocabulary = is_byte_vocabulary(lib, vocab)
+        self.eos_token = int(lib.llama_vocab_eos(vocab))  # decode agents stop on it
         params = lib.llama_context_default_params()
         params.n_ctx = settings.n_ctx
         params.n_batch = params.n_ubatch = settings.n_batch
@@ -128,16 +141,19 @@ class LlamaCppEngine:
         self._free: list[int] = list(range(settings.max_sequences - 1, -1, -1))
         self._released: list[int] = []
         self._closed = False
+        self._lock = threading.RLock()
         self.layout = self._probe_layout()
 
     # --- the Engine protocol -------------------------------------------------------------
 
+    @_serialized
     def prefill(self, tokens: Sequence[int], cached: SequenceKV | None = None) -> PrefillResult:
         reuse = check_cached_prefix(tokens, cached)
         kv = self._fork(self._own(cached), reuse) if cached is not None else self._new(())
         first = self._run(kv, tokens[reuse:])
         return PrefillResult(kv=kv, first_token=first)
 
+    @_serialized
     def decode_step(self, batch: Sequence[DecodeState]) -> StepResult:
         if not batch:
             return StepResult(tokens=[])
@@ -156,6 +172,7 @@ class LlamaCppEngine:
             state.last_token = token
         return StepResult(tokens=tokens)
 
+    @_serialized
     def extend(self, context: SequenceKV, tokens: Sequence[int]) -> ExtendResult:
         if not tokens:
             raise EngineError("tokens: extend needs at least one token")
@@ -163,6 +180,7 @@ class LlamaCppEngine:
         kv = self._fork(own, len(own))
         return ExtendResult(kv=kv, next_token=self._run(kv, tokens))
 
+    @_serialized
     def export_blocks(self, kv: SequenceKV, start_block: int = 0) -> list[KVBlock]:
         own = self._own(kv)
         pieces = state_format.split(self.sequence_state(own), self.block_size, start_block)
@@ -175,6 +193,7 @@ class LlamaCppEngine:
             for index, data in enumerate(pieces, start=start_block)
         ]
 
+    @_serialized
     def import_blocks(self, blocks: Sequence[KVBlock]) -> LlamaKV:
         tokens = check_chain(blocks, self.block_size)
         try:
@@ -203,6 +222,7 @@ class LlamaCppEngine:
         """``count`` greedy tokens after ``tokens`` in this process: the reference output."""
         return generate(self, tokens, count)
 
+    @_serialized
     def sequence_state(self, kv: LlamaKV) -> bytes:
         """The sequence's whole KV as llama.cpp serialises it (``llama_state_seq_get_data``)."""
         self._check_open()
@@ -219,13 +239,15 @@ class LlamaCppEngine:
 
     @property
     def free_sequences(self) -> int:
-        self._reclaim()
-        return len(self._free)
+        with self._lock:
+            self._reclaim()
+            return len(self._free)
 
     def release_later(self, seq_id: int) -> None:
         """Queue a dropped sequence's id; its cells go at the engine's next call."""
         self._released.append(seq_id)
 
+    @_serialized
     def close(self) -> None:
         if self._closed:
             return
@@ -235,17 +257,6 @@ class LlamaCppEngine:
         self._lib.llama_model_free(self._model)
 
     # --- internals ---------------------------------------------------------------------------
-
-    def _is_byte_vocabulary(self, vocab: Any) -> bool:
-        """Whether ids mean what ``ByteTokenizer`` means: bytes 0-255, then BOS and EOS."""
-        if self.vocab_size != VOCAB_SIZE:
-            return False
-        text = self._lib.llama_vocab_get_text
-        return bool(
-            all(text(vocab, i) == f"<0x{i:02X}>".encode() for i in range(BYTE_VALUES))
-            and int(self._lib.llama_vocab_bos(vocab)) == BOS
-            and int(self._lib.llama_vocab_eos(vocab)) == EOS
-        )
 
     def _own(self, kv: SequenceKV) -> LlamaKV:
         if not isinstance(kv, LlamaKV) or kv.engine_id != id(self):
@@ -338,15 +349,22 @@ def describe(layout: state_format.Layout) -> str:
 def engine_from_spec(raw: Mapping[str, Any], block_size: int) -> LlamaCppEngine:
     """The engine a topology's ``engine.llamacpp`` section describes.
 
-    With ``gguf_source: "tiny"`` the GGUF file is first written from the seeded
+    With ``gguf_source`` set the GGUF file is first written from the seeded
     ``TinyTransformer`` if it is missing (the file is the same in every process).
     """
     settings = settings_from_mapping(raw)
-    if settings.gguf_source == "tiny":
+    ensure_source(settings)
+    return LlamaCppEngine(settings, block_size)
+
+
+def ensure_source(settings: LlamaCppSettings) -> None:
+    """Write the GGUF file from the seeded ``TinyTransformer`` if ``gguf_source`` says so and it
+    is missing: ``"tiny"`` with the byte vocabulary, ``"tiny-bpe"`` with the shipped BPE."""
+    if settings.gguf_source:
         from pdd_core.engine.gguf_export import ensure_tiny
 
-        ensure_tiny(settings.gguf)
-    return LlamaCppEngine(settings, block_size)
+        vocab = "bpe" if settings.gguf_source == "tiny-bpe" else "byte"
+        ensure_tiny(settings.gguf, vocab=vocab)
 
 
 @contextmanager

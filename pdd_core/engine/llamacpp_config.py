@@ -16,7 +16,7 @@ from typing import Any
 
 # ggml type ids (ggml.h ``enum ggml_type``) of the KV types the engine accepts.
 KV_TYPES = {"f32": 0, "f16": 1, "q8_0": 8, "bf16": 30}
-GGUF_SOURCES = ("", "tiny")
+GGUF_SOURCES = ("", "tiny", "tiny-bpe")
 MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 
@@ -44,7 +44,7 @@ class LlamaCppSettings:
         if not self.gguf:
             raise ValueError("gguf: the path of a GGUF model file is required")
         if self.gguf_source not in GGUF_SOURCES:
-            raise ValueError("gguf_source: must be empty or 'tiny'")
+            raise ValueError("gguf_source: must be empty, 'tiny' or 'tiny-bpe'")
         if not self.gguf_source and not Path(self.gguf).is_file():
             raise ValueError(f"gguf: no file at {self.gguf!r}")
         if self.kv_type not in KV_TYPES:

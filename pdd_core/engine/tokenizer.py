@@ -150,6 +150,9 @@ def bpe() -> BpeTokenizer:
 
 
 def tokenizer_for(engine_kind: str) -> TextTokenizer:
-    """The tokenizer of an engine kind: bytes for the tiny model (and llama.cpp, which serves
-    the tiny model exported to GGUF with the byte vocabulary), the BPE otherwise."""
+    """The tokenizer of an engine kind: bytes for the tiny model, the BPE otherwise.
+
+    A llama.cpp plane's gateway uses its GGUF file's own vocabulary instead
+    (``pdd_core.engine.llamacpp_vocab.gguf_tokenizer``); ``"llamacpp"`` here means the byte one.
+    """
     return ByteTokenizer() if engine_kind in ("tiny", "llamacpp") else bpe()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -95,6 +96,8 @@ class Simulator(Features):
         self._seq = itertools.count()
         self._progress = progress
         self._sessions: ClosedLoop | None = None
+        # Relayed sequences waiting for room at each MD before their handoff (FIFO).
+        self._md_waiters: defaultdict[int, deque[Seq]] = defaultdict(deque)
         rng = np.random.default_rng(config.seed)
         built = build_instances(self, topology, policy, model=self.model, config=config, rng=rng)
         self.prefill = built.prefill
@@ -120,7 +123,18 @@ class Simulator(Features):
                     flight.wan_bytes = sent
         else:
             flight.tokens_md = seq.done
+            self._wake_md_waiter(flight.md_index, now)
         self._finish(flight, now)
+
+    def _wake_md_waiter(self, md_index: int, now: float) -> None:
+        """A sequence left MD ``md_index``: the oldest relayed request waiting for room there
+        asks again (FIFO; one at a time, so a freed slot is offered once)."""
+        waiters = self._md_waiters.get(md_index)
+        while waiters:
+            seq = waiters.popleft()
+            if not seq.flight.done and seq.in_batch:
+                self._relay_of(seq).probe(seq, now)
+                return
 
     def on_probe(self, seq: Seq, now: float) -> bool:
         """A relayed request at RLD's step boundary after MD got its KV: hand over tokens."""
@@ -133,8 +147,8 @@ class Simulator(Features):
             wait = self._md_admission_wait(flight, seq.context)
             if wait > 0:
                 # MD has no room for the sequence yet: RLD keeps decoding (masking MD's queue
-                # is what the relay is for) and asks again when MD should have room.
-                self.schedule(now + wait, lambda: relay.probe(seq, self.now))
+                # is what the relay is for) and asks again when a sequence leaves that MD.
+                self._md_waiters[flight.md_index].append(seq)
                 return False
             flight.handoff_mode = choose_handoff_mode(seq.done, relay.load, self.table)
         chunk = self.table.handoff_chunk_tokens

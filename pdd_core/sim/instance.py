@@ -66,6 +66,7 @@ class Instance:
         max_batch: int,
         chunk_tokens: int,
         cache: RadixCache | None = None,
+        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
     ) -> None:
         self.host = host
         self.name = name
@@ -94,7 +95,8 @@ class Instance:
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
         self._step_lines: dict[int, tuple[float, float, float, float, float]] = {}
-        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {}
+        # Prefill times by (new, cached, batch); identical instances of a pool share one.
+        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {} if memo is None else memo
         self._remaining = 0  # tokens still to emit, summed over the running batch
 
     # ---- load, as the router sees it ------------------------------------------------------
@@ -261,7 +263,11 @@ class Instance:
         last = now if k > 1 else first
         inner_gap = self._s1 if k > 1 else 0.0
         keep: list[Seq] = []
-        for seq in self.batch:
+        batch = self.batch
+        # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
+        # take what they still had with them (a finished one's overshoot comes back).
+        remaining = self._remaining - k * len(batch)
+        for seq in batch:
             flight = seq.flight
             if seq.done == 0 and seq.role is Role.MAIN_DECODE:
                 flight.md_first_s = first
@@ -277,19 +283,21 @@ class Instance:
             seq.allocated += k
             seq.remaining -= k
             if seq.remaining <= 0:
+                remaining -= seq.remaining
                 self._release(seq)
                 self.host.on_seq_finished(seq, now)
             elif seq.probe:
                 seq.probe = False
                 if self.host.on_probe(seq, now):
+                    remaining -= seq.remaining
                     self._release(seq)
                 else:
                     keep.append(seq)
             else:
                 keep.append(seq)
-        self.kv_used += k * len(self.batch)
+        self.kv_used += k * len(batch)
         self.batch = keep
-        self._remaining = sum(s.remaining for s in keep)
+        self._remaining = remaining
 
     def _release(self, seq: Seq) -> None:
         self.kv_used -= seq.allocated

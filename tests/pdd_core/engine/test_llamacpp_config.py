@@ -31,7 +31,7 @@ def test_the_fixture_names_a_generated_tiny_gguf_with_matching_kv_settings() -> 
         ({"flash_attention": "yes"}, "engine.llamacpp.flash_attention: must be true or false"),
         ({"max_sequences": 0}, r"engine.llamacpp.max_sequences: must be in \[1, 256\]"),
         ({"threads": 0}, "engine.llamacpp.threads: must be a positive integer"),
-        ({"gguf_source": "hf"}, "engine.llamacpp.gguf_source: must be empty or 'tiny'"),
+        ({"gguf_source": "hf"}, "engine.llamacpp.gguf_source: must be empty, 'tiny' or 'tiny-bpe'"),
         ({"gguf_source": "", "gguf": "/no/such.gguf"}, "engine.llamacpp.gguf: no file at"),
         ({"ctx": 5}, "engine.llamacpp.ctx: unknown field"),
     ],

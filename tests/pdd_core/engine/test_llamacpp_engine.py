@@ -287,3 +287,16 @@ def test_kv_with_a_nan_is_refused_before_it_reaches_the_cache(engine: LlamaCppEn
 
     with pytest.raises(EngineError, match="NaN or infinite values"):
         engine.import_blocks([block])
+
+
+def test_calls_from_several_threads_give_the_one_thread_tokens(engine: LlamaCppEngine) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompts = [encode(f"Thread {i} asks the same context for greedy tokens.") for i in range(6)]
+    alone = [engine.generate(p, 12) for p in prompts]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        together = list(pool.map(lambda p: engine.generate(p, 12), prompts))
+
+    assert together == alone
+    assert engine.free_sequences == engine.settings.max_sequences

@@ -110,14 +110,22 @@ def test_shared_rld_decodes_relayed_requests_on_the_prefill_instances():
 
 
 def test_rld_keeps_decoding_while_md_has_no_room_for_the_handoff():
-    # MD (H20 x 8, half its KV for the DRC) holds one 40K-token sequence at a time. Without
-    # the admission check the second request would stall on MD's queue for the whole of the
-    # first one's decode (~3,000 steps); with it RLD keeps emitting its tokens.
+    # With 95% of its KV given to the DRC, MD (H20 x 8 x pp 2, ~1.45M tokens) keeps ~72K
+    # tokens for running sequences: one 40K-token sequence at a time. Without the admission
+    # check the second request would stall on MD's queue for the whole of the first one's
+    # decode (~3,000 steps); with it RLD keeps emitting its tokens.
     requests = [
         Request(id=f"r{i}", arrival_s=1.0 + 0.01 * i, input_tokens=40_000, output_tokens=3000)
         for i in range(2)
     ]
-    result = simulate(_topology(20.0, 40.0), "pdd", requests, model_id=MODEL, table=RELAY_ALL)
+    result = simulate(
+        _topology(20.0, 40.0),
+        "pdd",
+        requests,
+        model_id=MODEL,
+        table=RELAY_ALL,
+        config=SimConfig(drc_fraction=0.95),
+    )
     records = {r.id: r for r in result.records}
     assert {r.pipeline for r in records.values()} == {"P-RLD-MD"}
     assert records["r1"].longest_stall_s < 1.0

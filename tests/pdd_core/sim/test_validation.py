@@ -11,7 +11,7 @@ import pytest
 from pdd_core import perf
 from pdd_core.routing import RoutingTable
 from pdd_core.sim import Policy, SimConfig, policy_topology, simulate
-from pdd_core.specs import topology_from_dict
+from pdd_core.specs import Role, topology_from_dict
 from pdd_core.transfer import transfer_time
 from pdd_core.workload import AgenticWorkload, Request, generate_agentic
 
@@ -27,6 +27,11 @@ def _workload(sessions: int = 8, seed: int = 5) -> list[Request]:
     )
 
 
+def _p_shape(topology):
+    """The prefill pool's instance shape (tp x pp), as the simulator times it."""
+    return topology.pools_of(Role.PREFILL)[0].shape
+
+
 def _lone(input_tokens: int = 12_000, output: int = 50) -> Request:
     return Request(id="r1", arrival_s=1.0, input_tokens=input_tokens, output_tokens=output)
 
@@ -39,7 +44,7 @@ def test_lone_request_same_dc_is_prefill_plus_rdma(baseline_topology):
     result = simulate(topo, "same-dc", [_lone()], model_id=MODEL)
 
     record = result.records[0]
-    prefill = perf.prefill_time(model, chip, 12_000, 0, 16).seconds
+    prefill = perf.prefill_time(model, chip, 12_000, 0, _p_shape(topo)).seconds
     rdma = transfer_time(topo.link_between("a", "a"), perf.kv_bytes(model, 12_000))
     assert record.ttft_s == pytest.approx(prefill + rdma, rel=1e-12)
     assert record.queue_s == 0.0
@@ -53,7 +58,7 @@ def test_lone_request_pdd_p_md_is_prefill_plus_wan(pdd_topology):
     result = simulate(topo, "pdd", [_lone()], model_id=MODEL, table=table)
 
     record = result.records[0]
-    prefill = perf.prefill_time(model, topo.chips["h800"], 12_000, 0, 16).seconds
+    prefill = perf.prefill_time(model, topo.chips["h800"], 12_000, 0, _p_shape(topo)).seconds
     wan = transfer_time(topo.link_between("a", "b"), perf.kv_bytes(model, 12_000))
     assert record.pipeline == "P-MD"
     assert record.ttft_s == pytest.approx(prefill + wan, rel=1e-9)
@@ -68,7 +73,7 @@ def test_lone_relayed_request_gets_first_token_from_rld(pdd_topology):
     result = simulate(topo, "pdd", [_lone(output=2000)], model_id=MODEL, table=table)
 
     record = result.records[0]
-    prefill = perf.prefill_time(model, topo.chips["h800"], 12_000, 0, 16).seconds
+    prefill = perf.prefill_time(model, topo.chips["h800"], 12_000, 0, _p_shape(topo)).seconds
     rdma = transfer_time(topo.link_between("a", "a"), perf.kv_bytes(model, 12_000))
     assert record.pipeline == "P-RLD-MD"
     assert record.ttft_s == pytest.approx(prefill + rdma, rel=1e-9)

@@ -48,6 +48,8 @@ ROOT = Path(settings.BASE_DIR)
 # ``make demo ENGINE=llamacpp`` sets PDD_DEMO_ENGINE: fixtures/dataplane/<engine>.json is the plane.
 TOPOLOGY = ROOT / "fixtures" / "dataplane" / f"{os.environ.get('PDD_DEMO_ENGINE') or 'timed'}.json"
 TRACE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
+# After the load stops: time for the gateway to cancel its abandoned requests at the agents.
+GATEWAY_DRAIN_S = 2.0
 
 
 class Command(BaseCommand):
@@ -106,9 +108,11 @@ class Demo:
         self, command: list[str], log: Path | None, env: dict[str, str] | None = None
     ) -> subprocess.Popen[str]:
         out: Any = log.open("a") if log else subprocess.PIPE
+        # A session of its own: Ctrl-C in the terminal reaches run_demo only, which then stops
+        # the parts in order (a part interrupted mid-request by the same signal logs errors).
         return subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, env=env,
+            text=True, env=env, start_new_session=True,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -270,19 +274,23 @@ class Demo:
             self.stop.wait(1.0)
 
     def _stop_all(self) -> None:
-        """Load first, then the data plane, then the control plane; bounded, then SIGKILL."""
+        """Load first, then the data plane, then the control plane, one after the other, each
+        bounded then SIGKILLed: the gateway cancels the requests the load left while every
+        agent still listens, so nothing is sent to an agent already gone."""
         self.stop.set()
-        children = [c for c in (self.replay, *reversed(self.children)) if c is not None]
-        for child in children:
+        deadline = time.monotonic() + 30
+        for child in (self.replay, *reversed(self.children)):
+            if child is None:
+                continue
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(timeout=5)
+            if child is self.replay:
+                time.sleep(GATEWAY_DRAIN_S)
 
 
 def _agent_names() -> set[str]:
