@@ -9,14 +9,20 @@ A request that finds no slot on the agents its pipeline needs (and no other pipe
 could serve it) gets 429 with ``Retry-After``.
 
 The same object tracks the KV transfers crossing the WAN (per request from routing until P's
-``KV_DONE``): the flows ``pdd_core.predict`` shares the line among for a new transfer.
+``KV_DONE``): the flows ``pdd_core.predict`` shares the line among for a new transfer, and the
+line's utilisation (the share of the last ``LOAD_WINDOW_S`` during which some transfer was on
+it, an exponential average), which the simulator's line reports the same way.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Iterable, Mapping
 
 from pdd_core.routing import Pipeline
+
+LOAD_WINDOW_S = 10.0  # the simulator's WAN load window (``sim.wan.WanLine.load_window_s``)
 
 
 class Admission:
@@ -27,6 +33,17 @@ class Admission:
         self.held = dict.fromkeys(self.capacity, 0)
         self.wan: dict[int, float] = {}
         self._slots: dict[int, list[str]] = {}
+        self._ewma, self._ewma_at = 0.0, time.monotonic()
+
+    def utilisation(self, now: float | None = None) -> float:
+        """Share of the recent past during which some KV transfer was on the WAN (0-1)."""
+        now = time.monotonic() if now is None else now
+        decay = math.exp(-max(0.0, now - self._ewma_at) / LOAD_WINDOW_S)
+        return self._ewma * decay + (1.0 if self.wan else 0.0) * (1.0 - decay)
+
+    def _mark(self) -> None:
+        now = time.monotonic()
+        self._ewma, self._ewma_at = self.utilisation(now), now
 
     def has_room(self, agent: str) -> bool:
         return self.held[agent] < self.capacity[agent]
@@ -42,6 +59,7 @@ class Admission:
             self.held[agent] += 1
         self._slots[ticket] = taken
         if wan_bytes > 0:
+            self._mark()
             self.wan[ticket] = wan_bytes
 
     def end_slot(self, ticket: int, agent: str | None) -> None:
@@ -53,13 +71,15 @@ class Admission:
 
     def end_transfer(self, ticket: int) -> None:
         """P reported the KV delivered: the flow leaves the line."""
-        self.wan.pop(ticket, None)
+        if ticket in self.wan:
+            self._mark()
+            del self.wan[ticket]
 
     def release(self, ticket: int) -> None:
         """Everything the request held (idempotent)."""
         for agent in self._slots.pop(ticket, []):
             self.held[agent] -= 1
-        self.wan.pop(ticket, None)
+        self.end_transfer(ticket)
 
 
 def servable(

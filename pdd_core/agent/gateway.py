@@ -267,7 +267,8 @@ class Gateway(RequestRunner):
         """What this gateway observes, in ``pdd_core.predict``'s terms (its docstring defines
         each field): P queues are the prefill seconds reserved and not yet prefilled, hits come
         from the cache views, decode load is the slots held, the WAN's flows are the KV
-        transfers routed and not yet reported done; the in-site path to RLD is not modelled."""
+        transfers routed and not yet reported done, and its recent utilisation; the in-site path
+        to RLD is not modelled."""
         n = len(prompt)
         p_states = []
         for agent in prefills:
@@ -282,7 +283,12 @@ class Gateway(RequestRunner):
             "prefills": p_states,
             "mains": [self._decode_state("main", a, self._hit(a, hashes, n)) for a in mains],
             "relays": [self._decode_state("relay", a, 0) for a in relays],
-            "wan": LinkState(wan.bandwidth_gbps, wan.rtt_ms, len(self.admission.wan))
+            "wan": LinkState(
+                wan.bandwidth_gbps,
+                wan.rtt_ms,
+                len(self.admission.wan),
+                utilisation=self.admission.utilisation(),
+            )
             if mains
             else None,
             "rdma": None,

@@ -207,7 +207,8 @@ def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     of its batch ``b*``; a request's decode costs ``output x step(b*) / b*`` of an instance.
     Prefill chunks stretch the decode steps they share a batch with, so TPOT is
     ``step / (1 - prefill share)`` (vLLM's and SGLang's chunked prefill bound the stall by the
-    chunk, and the mean over a request sees the share).
+    chunk, and the mean over a request sees the share); likewise a prefill advances at the
+    share of time the decodes leave, so its service is ``prefill / (1 - decode share)``.
     """
     rate = p.rate_rps
     pool = design.prefill
@@ -239,7 +240,10 @@ def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
         saturated = True
     wait = gg_wait(servers, rate, service + decode_work, p.arrival_cv2)
     u0, e0 = ev.draws(0)
-    base = service + 0.0
+    # A prefill shares its instance's iterations with the running decodes, so it advances at
+    # the share of time they leave it.
+    decode_share = rate * decode_work / max(servers, 1) if math.isfinite(decode_work) else 1.0
+    base = service / max(1.0 - min(decode_share, 0.95), 0.05)
     ttft_samples = (base + wait.draw(u0, e0)).ravel()
     stretch = 1.0 / max(1.0 - min(prefill_share, 0.99), 0.01)
     tpot = {k: v * stretch for k, v in _tpot(ev, pool, min(rho, 1.0), b).items()}

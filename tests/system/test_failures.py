@@ -1,8 +1,9 @@
 """Overload and dead agents: 429 with Retry-After, streams that resume, none left hanging.
 
-This plane predicts 2 ms of prefill per miss token against a 0.5 s TTFT target (and makes a
-prefill last 0.3 s), so a burst of long prompts fills both P queues and the rest are rejected
-early (Mooncake-style admission).
+The module's plane predicts 2 ms of prefill per miss token against a 0.5 s TTFT target (and
+makes a prefill last 0.3 s), so a burst of long prompts fills both P queues and the rest are
+rejected early (Mooncake-style admission); its window is cut to 300 tokens. A test that kills
+agents gets a plane of its own (``lossy``), so the tests hold in any order.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +32,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
         TINY,
         prefill_s_per_token=0.002,
         sla={"ttft_p90_s": 0.5, "ttft_p99_s": 0.5},
-        limits={"idle_timeout_s": 3.0},
+        limits={"idle_timeout_s": 3.0, "max_prompt_tokens": 300},
         engine={"prefill_s": 0.3},  # a burst's prefills really overlap
     )
     yield plane
@@ -37,8 +40,31 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
     assert tracebacks(plane.run_dir) == []
 
 
+@pytest.fixture
+def lossy(tmp_path: Path) -> Iterator[DataPlane]:
+    """A plane of the test's own, for killing agents in."""
+    plane = start_plane(tmp_path, TINY, limits={"idle_timeout_s": 3.0})
+    yield plane
+    plane.stop()
+
+
+def test_max_tokens_beyond_the_window_is_capped_to_what_it_leaves(plane: DataPlane) -> None:
+    prompt = "y" * 249  # 250 byte tokens with BOS: 50 left in this plane's 300-token window
+
+    status, _, body = post(
+        plane, "/v1/completions",
+        {"prompt": prompt, "max_tokens": 1_000_000_000, "pdd": {"pipeline": "P-RLD"}},
+    )  # fmt: skip
+
+    assert status == 200
+    assert body["usage"]["prompt_tokens"] == 250
+    assert body["usage"]["completion_tokens"] == len(reference(prompt, 50))
+
+
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:
-    body = {"prompt": "y" * 200, "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
+    # A prompt no other test sent: a cached prefix would make the prefills cheap.
+    fresh = uuid.uuid4().hex * 7  # 224 bytes
+    body = {"prompt": fresh[:200], "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: post(plane, "/v1/completions", body), range(8)))
 
@@ -54,8 +80,9 @@ def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPla
 
 
 def test_killing_main_decode_mid_stream_resumes_the_stream_on_the_relay(
-    plane: DataPlane,
+    lossy: DataPlane,
 ) -> None:
+    plane = lossy
     body = {"prompt": "short", "max_tokens": 200, "stream": True, "return_token_ids": True,
             "stream_options": {"include_usage": True}, "pdd": {"pipeline": "P-MD"}}  # fmt: skip
     request = urllib.request.Request(
@@ -85,13 +112,13 @@ def test_killing_main_decode_mid_stream_resumes_the_stream_on_the_relay(
     assert usage["pdd"]["rld_tokens"] > 0
 
 
-def test_after_losing_every_main_decode_requests_finish_on_the_relay(plane: DataPlane) -> None:
-    for agent_id in ("md-0", "md-1"):  # whether or not the test before already did (run alone)
+def test_after_losing_every_main_decode_requests_finish_on_the_relay(lossy: DataPlane) -> None:
+    plane = lossy
+    for agent_id in ("md-0", "md-1"):
         plane.kill(agent_id)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the gateway notices the lost links
-        with urllib.request.urlopen(plane.gateway_url + "/health", timeout=5) as response:
-            agents = json.loads(response.read())["agents"]
+        agents = agents_up(plane)
         if not agents["md-0"] and not agents["md-1"]:
             break
         time.sleep(0.1)
@@ -104,7 +131,16 @@ def test_after_losing_every_main_decode_requests_finish_on_the_relay(plane: Data
     assert body["usage"]["completion_tokens"] == 5
 
 
-def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(plane: DataPlane) -> None:
+def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(lossy: DataPlane) -> None:
+    # Without MD nothing can take the stream over: the relay is the last decode agent.
+    plane = lossy
+    for agent_id in ("md-0", "md-1"):
+        plane.kill(agent_id)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        agents_up(plane)[a] for a in ("md-0", "md-1")
+    ):  # fmt: skip
+        time.sleep(0.1)
     body = {"prompt": "relay me", "max_tokens": 400, "stream": True, "pdd": {"pipeline": "P-RLD"}}
     request = urllib.request.Request(
         plane.gateway_url + "/v1/completions",
@@ -131,3 +167,8 @@ def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(plane: Da
     assert json.loads(lines[-2])["error"]["type"] == "server_error"
     assert status == 503
     assert after["error"]["type"] == "server_error"
+
+
+def agents_up(plane: DataPlane) -> dict[str, bool]:
+    with urllib.request.urlopen(plane.gateway_url + "/health", timeout=5) as response:
+        return dict(json.loads(response.read())["agents"])

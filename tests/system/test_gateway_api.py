@@ -80,3 +80,14 @@ def test_the_gateway_journals_each_request_in_the_telemetry_shape(tiny_plane: Da
     assert (record["pipeline"], record["output_tokens"], record["rld_tokens"]) == ("P-RLD", 3, 3)
     assert (record["tenant"], record["site"], record["wan_bytes"]) == ("demo", "dc-a", 0)
     assert record["sla_met"] is True and record["rejected"] is False
+
+
+def test_a_prompt_over_the_context_window_gets_400_naming_the_limit(
+    tiny_plane: DataPlane,
+) -> None:
+    status, _, body = post(tiny_plane, "/v1/completions", {"prompt": "z" * 5000, "max_tokens": 4})
+
+    assert status == 400
+    assert body["error"]["code"] == "context_length_exceeded"
+    assert "5001 tokens" in body["error"]["message"]
+    assert "4096 tokens" in body["error"]["message"]

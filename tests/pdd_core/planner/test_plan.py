@@ -123,3 +123,24 @@ def test_reasons_describe_the_model_actually_used(small_inputs: PlannerInputs) -
     sentence = model_sentence(prepared.evaluator, ["h800", "h20"])
     assert "no decode-side radix cache ([engine] drc = false)" in sentence
     assert "h800 eta_c 0.75 / eta_m 0.8, 8-chip scale-up domain" in sentence
+
+
+def test_a_single_site_inventory_gets_a_plan_and_is_told_why_not_pdd(
+    small_inputs: PlannerInputs,
+) -> None:
+    one_site = replace(
+        small_inputs,
+        candidates=(
+            CandidateChip("dc-a", "h800", 64, (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE)),
+        ),
+        links=tuple(link for link in small_inputs.links if link.kind == "rdma"),
+    )
+    plan = make_plan(one_site)
+    assert isinstance(plan, Plan)
+    assert plan.policy in {"same-dc", "colocated"}
+    verdict = plan.reasons["verdict"]
+    assert verdict["pdd_pays"] is None
+    assert verdict["sentence"].startswith(
+        "PDD does not apply: the inventory has one site, so there is no cross-datacenter placement"
+    )
+    assert {p.site for p in plan.pools} == {"dc-a"}

@@ -62,7 +62,6 @@ def two_sites(
                 "role": "MD",
                 "instances": md_instances,
                 "tp": 8,
-                "pp": 2,
             },
         ],
     }
