@@ -45,9 +45,11 @@ PY = sys.executable
 SETUP = """
 from controlplane.accounts.services import api_token_issue
 from controlplane.billing.models import Tenant
+from controlplane.inventory.models import Site
 for slug in ("bench", "probe"):
     Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
-print(api_token_issue(name="bench-agent-%s", scope="agent").secret)
+site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
+print(api_token_issue(name="bench-agent-%s", scope="agent", site=site).secret)
 print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
 """
 
@@ -59,7 +61,7 @@ def records(n: int, tenant: str = "bench") -> list[dict[str, Any]]:
         hit = (i * 37) % 1000
         out.append({
             "request_id": f"{tenant}-{uuid.uuid4().hex}", "tenant": tenant, "model": "m",
-            "site": ("dc-a", "dc-b")[i % 2], "pipeline": ("P-MD", "P-RLD-MD")[i % 2],
+            "site": "dc-a", "pipeline": ("P-MD", "P-RLD-MD")[i % 2],
             "arrival_time": now, "finish_time": now, "input_tokens": 1000, "hit_tokens": hit,
             "miss_tokens": 1000 - hit, "output_tokens": 200, "ttft_s": 0.1 + (i % 50) / 100,
             "tpot_s": 0.03, "wan_bytes": 5_000_000, "handoff_mode": "one-shot",

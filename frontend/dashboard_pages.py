@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from controlplane.accounts.selectors import user_scope
+from controlplane.agents import selectors as agents
 from controlplane.core.services import model_create, model_delete
 from controlplane.inventory import selectors as inventory
 from controlplane.telemetry import integrations
@@ -38,7 +39,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         **telemetry.plan_context(),
     }
     context = {"data": data, "latest": data["series"][-1] if data["series"] else None,
-               "has_planning": data["plan_version"] is not None}  # fmt: skip
+               "has_planning": data["plan_version"] is not None,
+               "journal_warnings": agents.journal_warnings()}  # fmt: skip
     return render(request, "frontend/dashboard/overview.html", context)
 
 

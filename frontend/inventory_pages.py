@@ -19,7 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from controlplane.accounts.models import Scope
 from controlplane.accounts.selectors import user_scope
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 from controlplane.core.services import model_create, model_delete, model_update
 from controlplane.inventory import selectors
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
@@ -139,7 +139,7 @@ def inventory_delete(request: HttpRequest, kind: str, slug: str) -> HttpResponse
         try:
             model_delete(instance)
         except ConflictError as exc:
-            messages.error(request, str(exc.detail))
+            messages.error(request, exc.message)
         else:
             messages.success(request, f"Deleted {slug}.")
         return redirect("inventory-list", kind=kind)

@@ -16,10 +16,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
-from rest_framework.exceptions import APIException, ValidationError
 
 from controlplane.accounts.models import Scope
 from controlplane.accounts.selectors import user_scope
+from controlplane.core.exceptions import DomainError
 from controlplane.planning import selectors, services
 from controlplane.planning.models import Plan, WorkloadProfile
 from frontend import plan_verdict
@@ -154,8 +154,8 @@ def plan_activate(request: HttpRequest, pk: int) -> HttpResponse:
     plan: Plan = get_object_or_404(Plan, pk=pk)
     try:
         plan = services.plan_activate(plan=plan, activated_by=request.user.get_username())
-    except (APIException, ValidationError) as exc:
-        messages.error(request, str(exc.detail))
+    except DomainError as exc:
+        messages.error(request, exc.message)
     else:
         messages.success(request, f"Plan {plan.pk} is active as config version {plan.version}.")
     return redirect("plan-page", pk=pk)

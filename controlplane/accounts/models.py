@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 
 class Scope(models.TextChoices):
@@ -34,6 +35,8 @@ class ApiToken(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Optional end of validity: refused from this instant, and its open sockets closed then.
+    expires_at = models.DateTimeField(null=True, blank=True)
     # A billing token bound to a tenant sees only that tenant's billing data. PROTECT: deleting
     # the tenant must not silently turn the token into one that sees every tenant.
     tenant = models.ForeignKey(
@@ -80,4 +83,6 @@ class ApiToken(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (
+            self.expires_at is None or self.expires_at > timezone.now()
+        )

@@ -13,7 +13,8 @@ _GROUP_SCOPES = (Scope.OPERATOR, Scope.BILLING, Scope.VIEWER)
 
 
 def api_token_for_bearer(raw: str) -> ApiToken | None:
-    """The active token whose secret is ``raw``, compared in constant time, or None."""
+    """The active (not revoked, not expired) token whose secret is ``raw``, compared in
+    constant time, or None."""
     parsed = split_token(raw)
     if parsed is None:
         return None
@@ -21,7 +22,7 @@ def api_token_for_bearer(raw: str) -> ApiToken | None:
     token = ApiToken.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
     if token is None or not hmac.compare_digest(token.key_hash, hash_secret(whole)):
         return None
-    return token
+    return token if token.is_active else None  # expired
 
 
 def user_scope(user: Any) -> str | None:

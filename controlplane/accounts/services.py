@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -55,6 +55,7 @@ def api_token_issue(
     created_by: AbstractBaseUser | None = None,
     tenant: Tenant | None = None,
     site: Site | None = None,
+    expires_at: datetime | None = None,
 ) -> IssuedToken:
     """Create a token and return it with its secret, which is not recoverable afterwards.
 
@@ -82,6 +83,7 @@ def api_token_issue(
         key_hash=hash_secret(raw),
         tenant=tenant,
         site=site,
+        expires_at=expires_at,
         created_by=created_by if created_by is not None and created_by.pk else None,  # type: ignore[misc]
     )
     return IssuedToken(token=token, secret=raw)

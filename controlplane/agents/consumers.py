@@ -10,13 +10,16 @@ the current config again.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
+from django.utils import timezone
 
 from controlplane.agents.config import current_config
-from controlplane.agents.models import Agent
+from controlplane.agents.models import Agent, AgentRole
 from controlplane.agents.services import agent_ack_config, agent_touch
+from controlplane.billing.selectors import next_api_key_expiry
 from controlplane.core.broadcast import CONFIG_GROUP
 from controlplane.core.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ScopedJsonConsumer
 
@@ -27,8 +30,14 @@ def _agent_site_and_role(agent_id: int) -> tuple[int, str] | None:
 
 
 @database_sync_to_async
-def _config(role: str) -> dict[str, Any]:
-    return current_config(role=role)
+def _config(role: str) -> tuple[dict[str, Any], float | None]:
+    """The role's config, and for gateways the seconds until its key set next changes by
+    itself (a key expiring), so the channel re-sends it then."""
+    config = current_config(role=role)
+    if role != AgentRole.GATEWAY:
+        return config, None
+    expiry = next_api_key_expiry()
+    return config, None if expiry is None else (expiry - timezone.now()).total_seconds()
 
 
 @database_sync_to_async
@@ -43,6 +52,7 @@ def _touch(agent_id: int) -> None:
 
 class AgentConfigConsumer(ScopedJsonConsumer):
     allowed_scopes: ClassVar[frozenset[str]] = frozenset({"agent"})
+    expiry_timer: asyncio.TimerHandle | None = None
 
     def group_names(self) -> list[str]:
         return [CONFIG_GROUP, f"agents.{self.agent_id}"]
@@ -63,8 +73,21 @@ class AgentConfigConsumer(ScopedJsonConsumer):
             await self._push_config()
 
     async def _push_config(self) -> None:
-        config = await _config(self.role)
+        config, change_in_s = await _config(self.role)
         await self.send_json({"type": "config", "version": config["version"], "config": config})
+        if self.expiry_timer is not None:
+            self.expiry_timer.cancel()
+        self.expiry_timer = None
+        if change_in_s is not None:
+            # just after the instant, so the expired key is gone when the config is read again
+            self.expiry_timer = asyncio.get_running_loop().call_later(
+                max(change_in_s, 0.0) + 0.05, lambda: asyncio.ensure_future(self._push_config())
+            )
+
+    async def disconnect(self, code: int) -> None:
+        if self.expiry_timer is not None:
+            self.expiry_timer.cancel()
+        await super().disconnect(code)
 
     async def broadcast_message(self, event: dict[str, Any]) -> None:
         # The event only says "something changed"; the agent gets the whole current config.

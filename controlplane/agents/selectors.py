@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +25,39 @@ def agent_rows() -> list[AgentRow]:
                  config_version=a.config_version)
         for a in agent_list()
     ]  # fmt: skip
+
+
+# Warn when less than this share of an agent's journal budget is left: records it has not
+# shipped would be dropped once the rest fills (pdd_core.agent.journal).
+JOURNAL_WARN_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class JournalWarning:
+    """An agent whose journal is close to dropping records it has not shipped yet."""
+
+    agent: str
+    site: str
+    remaining_bytes: int
+    budget_bytes: int
+
+    @property
+    def remaining_share(self) -> float:
+        return self.remaining_bytes / self.budget_bytes
+
+
+def journal_warnings() -> list[JournalWarning]:
+    """Agents whose last heartbeat reports less than ``JOURNAL_WARN_SHARE`` of their journal's
+    disk budget left (``journal_budget_remaining_bytes`` of ``journal_budget_bytes``)."""
+    warnings = []
+    for agent in agent_list():
+        remaining = agent.stats.get("journal_budget_remaining_bytes")
+        budget = agent.stats.get("journal_budget_bytes")
+        if not isinstance(remaining, int) or not isinstance(budget, int) or budget <= 0:
+            continue
+        if remaining < JOURNAL_WARN_SHARE * budget:
+            warnings.append(JournalWarning(agent.name, agent.site.slug, remaining, budget))
+    return warnings
 
 
 def agents_with_status(queryset: QuerySet[Agent], status: str) -> QuerySet[Agent]:

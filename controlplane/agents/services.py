@@ -12,11 +12,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.exceptions import PermissionDenied
 
 from controlplane.accounts.models import ApiToken
 from controlplane.agents.models import Agent
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError, ForbiddenError
 from controlplane.core.services import validated_save
 from controlplane.inventory.models import Site
 
@@ -24,9 +23,9 @@ from controlplane.inventory.models import Site
 def ensure_token_site(token: ApiToken | None, site: Site) -> None:
     """Refuse (403) unless ``token`` is an agent token bound to ``site``."""
     if token is None or token.site_id is None:
-        raise PermissionDenied("Agent tokens must be bound to a site (create_token --site).")
+        raise ForbiddenError("Agent tokens must be bound to a site (create_token --site).")
     if token.site_id != site.pk:
-        raise PermissionDenied(f"This token is bound to another site, not {site.slug!r}.")
+        raise ForbiddenError(f"This token is bound to another site, not {site.slug!r}.")
 
 
 @transaction.atomic

@@ -22,7 +22,7 @@ from controlplane.billing.models import Invoice, LineKind, PriceBook, Tenant, Us
 from controlplane.billing.periods import Period, period_of
 from controlplane.billing.pricing import Prices, attainment_pct, line_amounts, total_of
 from controlplane.billing.selectors import USAGE_SUMS
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 
 
 @dataclass(frozen=True)

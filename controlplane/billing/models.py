@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 from controlplane.core.choices import Pipeline
 from controlplane.inventory.models import identifier_field
@@ -59,6 +60,9 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Optional end of validity: gateways drop the key at this instant (their config channel
+    # re-sends the key set when the next key expires).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["tenant_id", "name"]
@@ -71,7 +75,9 @@ class ApiKey(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (
+            self.expires_at is None or self.expires_at > timezone.now()
+        )
 
 
 class PriceBook(models.Model):

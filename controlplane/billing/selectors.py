@@ -6,8 +6,9 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, Max, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMonth
+from django.utils import timezone
 
 from controlplane.billing.models import ApiKey, Invoice, PriceBook, Tenant, UsageRecord
 
@@ -49,11 +50,21 @@ def api_key_hashes_for_gateway() -> dict[str, str]:
     The gateway hashes a presented key with the same SHA-256 and looks it up in this map, so
     it authenticates without a database round trip per request.
     """
-    return dict(
-        ApiKey.objects.filter(revoked_at__isnull=True, tenant__is_active=True).values_list(
-            "key_hash", "tenant__slug"
-        )
+    return dict(_live_keys().values_list("key_hash", "tenant__slug"))
+
+
+def _live_keys() -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(revoked_at__isnull=True, tenant__is_active=True).filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
+
+
+def next_api_key_expiry() -> datetime | None:
+    """When the next live key expires (the gateways' key set changes then), or None."""
+    found: datetime | None = (
+        _live_keys().filter(expires_at__isnull=False).aggregate(m=Min("expires_at"))["m"]
+    )
+    return found
 
 
 def usage_filtered(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -17,7 +18,7 @@ from controlplane.billing.invoicing import invoice_compute, unbilled_for
 from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
 from controlplane.billing.periods import Period, period_of
 from controlplane.core.broadcast import config_changed
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 from controlplane.core.services import model_create, model_update, validated_save
 
 API_KEY_PREFIX = "tk"
@@ -40,15 +41,22 @@ class IssuedApiKey:
 
 
 @transaction.atomic
-def api_key_create(*, tenant: Tenant, name: str) -> IssuedApiKey:
-    """A new gateway key ``tk_<prefix>_<secret>``, stored hashed with the same SHA-256 as tokens."""
+def api_key_create(
+    *, tenant: Tenant, name: str, expires_at: datetime | None = None
+) -> IssuedApiKey:
+    """A new gateway key ``tk_<prefix>_<secret>``, stored hashed with the same SHA-256 as tokens;
+    valid until ``expires_at`` when given."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError({"expires_at": ["Must be in the future."]})
     prefix = secrets.token_hex(4)
     while ApiKey.objects.filter(prefix=prefix).exists():
         prefix = secrets.token_hex(4)
     raw = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     key = model_create(
-        ApiKey, {"tenant": tenant, "name": name, "prefix": prefix, "key_hash": hash_secret(raw)}
-    )
+        ApiKey,
+        {"tenant": tenant, "name": name, "prefix": prefix, "key_hash": hash_secret(raw),
+         "expires_at": expires_at},
+    )  # fmt: skip
     # Gateways get the new key's hash as soon as it commits.
     transaction.on_commit(lambda: config_changed("api-key.created"))
     return IssuedApiKey(api_key=key, secret=raw)

@@ -54,6 +54,12 @@ def broadcast(
     return True
 
 
+def throttle_reset() -> None:
+    """Forget when each group was last pushed to (a fresh process's state; tests start so)."""
+    with _lock:
+        _last_push.clear()
+
+
 def config_changed(reason: str) -> None:
     """Tell every agent's config channel to send its agent the current configuration now.
 

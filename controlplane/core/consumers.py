@@ -8,7 +8,7 @@ client as a bare HTTP 403 without a code):
 code      meaning
 ========  ==========================================================================
 4401      unauthenticated: no session or token, an unknown token, or a token revoked
-          while the socket was open
+          (or expired) while the socket was open
 4403      forbidden: the token's scope (or site) does not allow this stream
 4404      not found: the agent named in the URL does not exist
 ========  ==========================================================================
@@ -16,9 +16,11 @@ code      meaning
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import timezone
 
 from controlplane.core.broadcast import token_group
 
@@ -36,6 +38,7 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
 
     allowed_scopes: ClassVar[frozenset[str]] = frozenset({"operator", "viewer"})
     joined: list[str]
+    token_expiry: asyncio.TimerHandle | None = None
 
     def group_names(self) -> list[str]:
         return []
@@ -61,8 +64,16 @@ class ScopedJsonConsumer(AsyncJsonWebsocketConsumer):
         for group in self.joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        expires_at = getattr(token, "expires_at", None)
+        if expires_at is not None:
+            self.token_expiry = asyncio.get_running_loop().call_later(
+                max((expires_at - timezone.now()).total_seconds(), 0.0),
+                lambda: asyncio.ensure_future(self.close(code=CLOSE_UNAUTHENTICATED)),
+            )
 
     async def disconnect(self, code: int) -> None:
+        if self.token_expiry is not None:
+            self.token_expiry.cancel()
         for group in getattr(self, "joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
 

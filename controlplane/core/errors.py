@@ -19,15 +19,11 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from controlplane.core.exceptions import ConflictError, DomainError
+
+__all__ = ["ConflictError", "api_exception_handler", "envelope", "flatten_detail"]
+
 logger = logging.getLogger(__name__)
-
-
-class ConflictError(exceptions.APIException):
-    """The request is valid but conflicts with the current state (for example, in use)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-    default_detail = "The request conflicts with the current state."
 
 
 def envelope(
@@ -74,7 +70,10 @@ def _from_django_validation(exc: DjangoValidationError) -> exceptions.Validation
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF exception handler producing the envelope; Django ValidationError becomes a 400."""
+    """DRF exception handler producing the envelope; a service's domain error gets its status,
+    Django's ValidationError becomes a 400."""
+    if isinstance(exc, DomainError):
+        return Response(envelope(exc.status, exc.code, exc.message), status=exc.status)
     if isinstance(exc, DjangoValidationError):
         exc = _from_django_validation(exc)
     elif isinstance(exc, Http404):

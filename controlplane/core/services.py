@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from django.db import models, transaction
 from django.db.models import ProtectedError
 
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 
 M = TypeVar("M", bound=models.Model)
 

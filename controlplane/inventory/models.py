@@ -151,8 +151,10 @@ class ChipModel(models.Model):
 
 
 class LinkKind(models.TextChoices):
-    RDMA = "rdma", "RDMA (inside a site)"
-    WAN = "wan", "WAN (Ethernet/TCP between sites)"
+    """``pdd_core.specs.LinkKind``, with labels."""
+
+    RDMA = specs.LinkKind.RDMA.value, "RDMA (inside a site)"
+    WAN = specs.LinkKind.WAN.value, "WAN (Ethernet/TCP between sites)"
 
 
 class Link(models.Model):
@@ -219,9 +221,11 @@ class Link(models.Model):
 
 
 class AttentionKind(models.TextChoices):
-    MHA = "mha", "Multi-head"
-    GQA = "gqa", "Grouped-query"
-    MLA = "mla", "Multi-head latent"
+    """``pdd_core.specs.Attention``, with labels."""
+
+    MHA = specs.Attention.MHA.value, "Multi-head"
+    GQA = specs.Attention.GQA.value, "Grouped-query"
+    MLA = specs.Attention.MLA.value, "Multi-head latent"
 
 
 class ModelProfile(models.Model):
@@ -301,9 +305,11 @@ class ModelProfile(models.Model):
 
 
 class Role(models.TextChoices):
-    PREFILL = "P", "Prefill"
-    RELAY_DECODE = "RLD", "Relay decode"
-    MAIN_DECODE = "MD", "Main decode"
+    """``pdd_core.specs.Role``, with labels."""
+
+    PREFILL = specs.Role.PREFILL.value, "Prefill"
+    RELAY_DECODE = specs.Role.RELAY_DECODE.value, "Relay decode"
+    MAIN_DECODE = specs.Role.MAIN_DECODE.value, "Main decode"
 
 
 class InstancePool(models.Model):

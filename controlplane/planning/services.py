@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
-from rest_framework.exceptions import ValidationError
 
 from controlplane.core.broadcast import CONFIG_GROUP, broadcast
-from controlplane.core.errors import ConflictError
+from controlplane.core.exceptions import ConflictError
 from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.planner import PlannerInputs, inputs_from_scenario

@@ -13,7 +13,7 @@ changed windows are pushed to ``/ws/live/`` (``telemetry.live``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,16 +21,14 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework.exceptions import ValidationError
 
 from controlplane.accounts.models import ApiToken
 from controlplane.billing.models import ApiKey, Tenant, UsageRecord
-from controlplane.core.errors import flatten_detail
 from controlplane.inventory.selectors import model_specs
 from controlplane.telemetry.bounds import RecordLimits, record_bound_errors, unknown_model_limits
 from controlplane.telemetry.live import live_publish, rollups_ingest
 from controlplane.telemetry.models import RequestRecord
-from controlplane.telemetry.validation import RequestRecordInput
+from controlplane.telemetry.validation import records_parse
 
 MAX_BATCH = 1000
 
@@ -42,25 +40,6 @@ class IngestResult:
     accepted: int
     duplicates: int
     errors: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-
-def _validate(
-    records: Sequence[Any],
-) -> tuple[list[tuple[int, dict[str, Any]]], dict[int, dict[str, Any]]]:
-    valid: list[tuple[int, dict[str, Any]]] = []
-    errors: dict[int, dict[str, Any]] = {}
-    # One parser for the whole batch: building a serializer deep-copies its fields, which cost
-    # more than the validation itself when done per record.
-    parser = RequestRecordInput()
-    for index, raw in enumerate(records):
-        if not isinstance(raw, Mapping):
-            errors[index] = {"non_field_errors": ["Each record must be a JSON object."]}
-            continue
-        try:
-            valid.append((index, dict(parser.run_validation(raw))))
-        except ValidationError as exc:
-            errors[index] = flatten_detail(exc.detail)
-    return valid, errors
 
 
 Indexed = list[tuple[int, dict[str, Any]]]
@@ -188,7 +167,7 @@ def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = No
     each rejected record in ``records`` to its field errors. ``source_token`` is the reporting
     agent's token: it may report only its own site's records.
     """
-    valid, errors = _validate(records)
+    valid, errors = records_parse(records)
     valid = _check_site(valid, errors, source_token)
     valid = _check_bounds(valid, errors)
     kept, repeats, tenants = _check_tenants(valid, errors)

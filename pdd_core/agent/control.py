@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ class ControlPlaneError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
+        self.message = message
 
 
 class ControlPlaneUnreachable(ControlPlaneError):
@@ -280,9 +282,11 @@ class ReportShipper:
 
     The control plane is idempotent by request id, so a batch whose answer was lost is simply
     sent again. A batch is removed from the source only when the control plane answered: new
-    and duplicate records are delivered; records it rejected (per-record errors) will never be
-    accepted, so they are counted in ``rejected`` and dropped rather than retried forever.
-    While the control plane is unreachable the source keeps everything (it is bounded itself).
+    and duplicate records are delivered; records it rejected as invalid (per-record errors, or a
+    400 for the whole batch) will never be accepted, so they are counted in ``rejected`` and set
+    aside in the ``dead_letter`` file (JSON lines ``{"record", "error"}``, when given) rather than
+    retried forever. While the control plane is unreachable the source keeps everything (it is
+    bounded itself).
     """
 
     def __init__(
@@ -294,9 +298,11 @@ class ReportShipper:
         idle_s: float = 1.0,
         first_backoff_s: float = 0.5,
         max_backoff_s: float = 10.0,
+        dead_letter: Path | None = None,
     ) -> None:
         self.client = client
         self.source = source
+        self.dead_letter = dead_letter
         self.batch_size = batch_size
         self.idle_s = idle_s
         self.first_backoff_s = first_backoff_s
@@ -320,6 +326,7 @@ class ReportShipper:
             # Every record of the batch is malformed: it can never be accepted.
             logger.error("control plane rejected a whole batch of %d records: %s", len(batch), exc)
             self.rejected += len(batch)
+            self._set_aside([(record, exc.message) for record in batch])
         else:
             self.accepted += result.accepted
             self.duplicates += result.duplicates
@@ -327,8 +334,21 @@ class ReportShipper:
                 logger.error("control plane rejected %d records: %s", len(result.errors),
                              dict(list(result.errors.items())[:3]))  # fmt: skip
                 self.rejected += len(result.errors)
+                self._set_aside(
+                    [(batch[int(i)], error) for i, error in result.errors.items()
+                     if str(i).isdigit() and int(i) < len(batch)]
+                )  # fmt: skip
         self.source.delivered(len(batch))
         return len(batch)
+
+    def _set_aside(self, rejected: Sequence[tuple[Mapping[str, Any], Any]]) -> None:
+        """Append rejected records with their errors to the dead-letter file, for an operator."""
+        if self.dead_letter is None or not rejected:
+            return
+        self.dead_letter.parent.mkdir(parents=True, exist_ok=True)
+        with self.dead_letter.open("a", encoding="utf-8") as handle:
+            for record, error in rejected:
+                handle.write(json.dumps({"record": record, "error": error}, default=str) + "\n")
 
     async def run(self) -> None:
         """Ship until cancelled, backing off while the control plane is unreachable."""

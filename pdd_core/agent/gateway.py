@@ -328,6 +328,8 @@ class Gateway(RequestRunner):
         return {
             "journal_pending": self.journal.pending_count,
             "journal_dropped": self.journal.dropped,
+            "journal_budget_bytes": 2 * self.journal.segment_bytes,
+            "journal_budget_remaining_bytes": self.journal.budget_remaining_bytes,
             "requests_served": self.served,
             "in_flight": len(self.active),
         }

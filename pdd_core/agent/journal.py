@@ -188,6 +188,17 @@ class Journal:
         return 0
 
     @property
+    def budget_remaining_bytes(self) -> int:
+        """Bytes that may still be appended before a record not yet delivered is dropped.
+
+        The next rotation deletes the older segment: if it holds undelivered records, only the
+        room left in the current one remains; otherwise a whole further segment does too.
+        """
+        room = self.segment_bytes - self._size
+        older_pending = self._older_count > self._shipped_in(self.seq - 1, self._older_count)
+        return room if older_pending else room + self.segment_bytes
+
+    @property
     def pending_count(self) -> int:
         """Records kept on disk and not yet delivered to the control plane."""
         older = self._older_count - self._shipped_in(self.seq - 1, self._older_count)

@@ -20,6 +20,7 @@ import logging
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
@@ -129,8 +130,9 @@ def control_tasks(
     first, cap = control.first_backoff_s, control.max_backoff_s
     if role == "gateway":
         shipper = ReportShipper(
-            client, JournalSource(obj.journal), first_backoff_s=first, max_backoff_s=cap
-        )
+            client, JournalSource(obj.journal), first_backoff_s=first, max_backoff_s=cap,
+            dead_letter=Path(config.journal_dir) / f"{agent_id}.dead.jsonl",
+        )  # fmt: skip
 
         def gateway_stats() -> dict[str, Any]:
             return {
@@ -138,6 +140,7 @@ def control_tasks(
                 "records_accepted": shipper.accepted,
                 "records_duplicates": shipper.duplicates,
                 "records_rejected": shipper.rejected,
+                "records_dead_letter": str(shipper.dead_letter),
             }
 
         link = AgentLink(

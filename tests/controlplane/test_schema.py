@@ -62,3 +62,9 @@ def test_docs_pages_load_their_scripts_from_this_server(
     assert f'src="/static/{asset}"' in page
     assert "cdn" not in page.lower()
     assert script.status_code == 200
+
+
+def test_the_schema_says_a_plans_workload_may_be_null(viewer: Any) -> None:
+    plan = viewer.get("/api/schema/?format=json").json()["components"]["schemas"]["Plan"]
+
+    assert plan["properties"]["workload"]["nullable"] is True

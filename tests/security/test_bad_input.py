@@ -146,3 +146,13 @@ def test_nul_in_a_heartbeat_stats_key_is_400(agent: Any, beating_agent: Agent) -
     )
 
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/agents/?site=a%00b", "/api/v1/sites/?search=%00", "/api/v1/sites/x%00/"]
+)
+def test_nul_in_the_url_is_400(operator: Any, path: str) -> None:
+    response = operator.get(path)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == ("The URL must not contain NUL (%00) characters.")

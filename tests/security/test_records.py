@@ -172,3 +172,14 @@ def test_a_record_of_another_site_is_refused(agent: Any, acme: Any) -> None:
         "site": ["This agent token reports for site 'dc-a' only."]
     }
     assert not RequestRecord.objects.exists()
+
+
+def test_an_api_key_cannot_be_created_already_expired(operator: Any, acme: Any) -> None:
+    response = operator.post(
+        "/api/v1/billing/api-keys/",
+        {"tenant": "acme", "name": "k", "expires_at": "2020-01-01T00:00:00Z"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"expires_at": ["Must be in the future."]}

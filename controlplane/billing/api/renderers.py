@@ -34,7 +34,9 @@ class CsvRenderer(renderers.BaseRenderer):
             rows = data
         else:
             rows = []
-        out = io.StringIO()
+        # No rows: one empty line (an empty body would lose its Content-Type on the way out).
+        out = io.StringIO("" if rows else "\n")
+        out.seek(0, io.SEEK_END)
         if rows:
             writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
             writer.writeheader()

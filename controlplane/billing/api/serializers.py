@@ -30,7 +30,7 @@ class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
     class Meta:
         model = ApiKey
         fields = ["id", "tenant", "name", "prefix", "is_active", "created_at", "last_used_at",
-                  "revoked_at"]  # fmt: skip
+                  "revoked_at", "expires_at"]  # fmt: skip
         read_only_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
         validators: list[Any] = []  # the unique name per tenant is checked by the model
 

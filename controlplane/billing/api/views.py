@@ -103,7 +103,9 @@ class ApiKeyViewSet(
         incoming = serializers.ApiKeySerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         issued = services.api_key_create(
-            tenant=incoming.validated_data["tenant"], name=incoming.validated_data["name"]
+            tenant=incoming.validated_data["tenant"],
+            name=incoming.validated_data["name"],
+            expires_at=incoming.validated_data.get("expires_at"),
         )
         body = serializers.ApiKeySerializer(issued.api_key).data
         return Response({**body, "key": issued.secret}, status=status.HTTP_201_CREATED)

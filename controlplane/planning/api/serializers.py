@@ -50,8 +50,9 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
 
 
 class PlanSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    # null for a plan of a scenario's own workload: the schema must say so
     workload: serializers.PrimaryKeyRelatedField[WorkloadProfile] = (
-        serializers.PrimaryKeyRelatedField(read_only=True)
+        serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     )
 
     class Meta:

@@ -157,3 +157,17 @@ def test_session_writes_need_csrf(django_user_model: Any) -> None:
     from controlplane.inventory.models import Site
 
     assert not Site.objects.exists()
+
+
+def test_an_expired_token_is_refused_with_401() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    issued = api_token_issue(
+        name="old", scope="viewer", expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+
+    assert client.get("/api/v1/sites/").status_code == 401

@@ -100,6 +100,26 @@ async def test_a_gateway_gets_key_hashes_when_a_key_is_created_and_revoked() -> 
     await ws.disconnect()
 
 
+async def test_an_expiring_key_leaves_the_gateways_config_when_it_expires() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    agent_id, own, _ = await sync_to_async(_setup)("gateway")
+    tenant = await sync_to_async(factories.tenant)(slug="acme")
+    expires = timezone.now() + timedelta(seconds=1.5)
+    issued = await sync_to_async(api_key_create)(tenant=tenant, name="k", expires_at=expires)
+    ws, _, _ = await _connect(f"/ws/agents/{agent_id}/", own)
+
+    first = await ws.receive_json_from(timeout=5)
+    after_expiry = await ws.receive_json_from(timeout=3.5)  # within 2 s of the expiry
+
+    assert first["config"]["tenant_keys"] == {hash_secret(issued.secret): "acme"}
+    assert after_expiry["config"]["tenant_keys"] == {}
+    assert timezone.now() >= expires
+    await ws.disconnect()
+
+
 async def test_a_non_gateway_agent_never_gets_key_hashes() -> None:
     agent_id, own, _ = await sync_to_async(_setup)("prefill")
     tenant = await sync_to_async(factories.tenant)(slug="acme")
@@ -139,3 +159,25 @@ async def test_malformed_ack_is_answered_not_applied() -> None:
     agent = await sync_to_async(Agent.objects.get)(pk=agent_id)
     assert agent.config_version is None
     await ws.disconnect()
+
+
+async def test_an_expiring_token_is_refused_and_its_socket_closed_when_it_expires() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    agent_id, _, _ = await sync_to_async(_setup)()
+    site = await sync_to_async(lambda: Agent.objects.get(pk=agent_id).site)()
+    expires = timezone.now() + timedelta(seconds=1.5)
+    secret = await sync_to_async(
+        lambda: api_token_issue(name="short", scope="agent", site=site, expires_at=expires).secret
+    )()
+    ws, connected, _ = await _connect(f"/ws/agents/{agent_id}/", secret)
+    await ws.receive_json_from(timeout=5)
+
+    closed = await ws.receive_output(timeout=3.5)
+
+    assert connected
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert timezone.now() >= expires
+    assert await refusal_code(f"/ws/agents/{agent_id}/", secret) == 4401

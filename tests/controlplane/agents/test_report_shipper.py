@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,6 +93,31 @@ async def test_malformed_records_are_counted_and_the_good_ones_kept(server: Serv
         lambda: set(RequestRecord.objects.values_list("request_id", flat=True))
     )()
     assert ids == {"req-1", "req-4"}
+
+
+async def test_a_batch_rejected_as_invalid_is_set_aside_not_retried(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    token = await sync_to_async(_world)()
+    source = ListSource()
+    poison = [record(i, wan_bytes=2**63 - 1) for i in range(3)]
+    source.items = [*poison, record(10, wan_bytes=2**63 - 1), record(11)]
+    dead = tmp_path / "gw.dead.jsonl"
+    shipper = ReportShipper(
+        ControlPlaneClient(server.url, token, timeout_s=2.0), source, batch_size=3,
+        dead_letter=dead,
+    )  # fmt: skip
+
+    whole_batch = await shipper.ship_once()  # all three invalid: a 400
+    mixed = await shipper.ship_once()  # one invalid, one good: per-record errors
+
+    set_aside = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert (whole_batch, mixed, source.items) == (3, 2, [])
+    assert (shipper.accepted, shipper.rejected) == (1, 4)
+    assert [entry["record"]["request_id"] for entry in set_aside] == [
+        "req-0", "req-1", "req-2", "req-10",
+    ]  # fmt: skip
+    assert list(set_aside[-1]["error"]) == ["wan_bytes"]
 
 
 async def _until(check: Any, timeout_s: float = 20.0) -> None:

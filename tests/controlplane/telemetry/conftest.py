@@ -21,7 +21,7 @@ def acme(db: Any) -> Any:
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle() -> None:
-    broadcast._last_push.clear()
+    broadcast.throttle_reset()
 
 
 def record_at(when: datetime, **kw: Any) -> dict[str, Any]:

@@ -1,10 +1,12 @@
-"""``manage.py create_token --name N --scope S [--tenant T] [--site S]``: secret on stdout."""
+"""``manage.py create_token --name N --scope S [--tenant T] [--site S] [--expires-at ISO]``:
+the secret on stdout."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.dateparse import parse_datetime
 
 from controlplane.accounts.models import ApiToken, Scope
 from controlplane.accounts.services import api_token_issue
@@ -21,6 +23,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--site", default=None, help="site slug; binds an agent token to that site"
+        )
+        parser.add_argument(
+            "--expires-at", default=None, help="ISO date-time after which the token is refused"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -40,10 +45,16 @@ class Command(BaseCommand):
             site = Site.objects.filter(slug=options["site"]).first()
             if site is None:
                 raise CommandError(f"no site {options['site']!r}")
+        expires_at = None
+        if options["expires_at"]:
+            expires_at = parse_datetime(options["expires_at"])
+            if expires_at is None or expires_at.tzinfo is None:
+                raise CommandError("--expires-at: an ISO date-time with an offset, e.g. ...Z")
         try:
             issued = api_token_issue(
-                name=options["name"], scope=options["scope"], tenant=tenant, site=site
-            )
+                name=options["name"], scope=options["scope"], tenant=tenant, site=site,
+                expires_at=expires_at,
+            )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         self.stderr.write(

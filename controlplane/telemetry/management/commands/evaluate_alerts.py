@@ -21,11 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("--every", type=float, default=0.0, help="repeat every N seconds")
 
     def handle(self, *args: Any, every: float, **options: Any) -> None:
-        while True:
-            result = alerts_evaluate()
-            self.stdout.write(
-                f"opened {result.opened}, updated {result.updated}, resolved {result.resolved}"
-            )
-            if every <= 0:
-                return
-            time.sleep(every)
+        try:
+            while True:
+                result = alerts_evaluate()
+                self.stdout.write(
+                    f"opened {result.opened}, updated {result.updated}, resolved {result.resolved}"
+                )
+                if every <= 0:
+                    return
+                time.sleep(every)
+        except KeyboardInterrupt:  # Ctrl-C (or the demo stopping) ends the loop quietly
+            return
