@@ -147,17 +147,19 @@ def wan_capacity_gbps() -> float:
 
 
 def sla_lines() -> dict[str, float]:
-    """Thresholds of the enabled deployment-wide rules per metric, for the charts' SLA lines;
-    ``pdd_core.specs.SLA`` defaults where no rule says otherwise."""
+    """Thresholds of the enabled deployment-wide rules per metric, for the charts' SLA lines:
+    a rule replaces the ``pdd_core.specs.SLA`` default of its metric (the strictest rule wins
+    where several watch one metric); the default stands where no rule says otherwise."""
     default = specs.SLA()
     lines = {"ttft_p90": default.ttft_p90_s, "ttft_p99": default.ttft_p99_s,
              "tpot_p90": default.tpot_p90_s, "tpot_p99": default.tpot_p99_s}  # fmt: skip
+    ruled: dict[str, float] = {}
     for metric, threshold in SlaRule.objects.filter(enabled=True, model="", tenant="").values_list(
         "metric", "threshold"
     ):
         if metric != AlertMetric.GOODPUT:
-            lines[metric] = min(threshold, lines.get(metric, threshold))
-    return lines
+            ruled[metric] = min(threshold, ruled.get(metric, threshold))
+    return lines | ruled
 
 
 def alert_list(*, state: str | None = None) -> QuerySet[Alert]:
