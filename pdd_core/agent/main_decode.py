@@ -136,8 +136,10 @@ class MainDecodeAgent(AgentBase):
             if stream.meta.get("pipeline") == "P-RLD-MD":
                 watcher = self.watchers.pop(stream.request_id, None)
                 if watcher is not None:
+                    # A relay that died meanwhile cannot hand over; the gateway re-routes its
+                    # stream, so a closed connection here is not this agent's failure.
                     ack = control(FrameType.HANDOFF_ACK, stream.request_id, {"absorbed": 0})
-                    await watcher.send(ack)
+                    await self._quietly(watcher, ack)
             elif stream.registered:
                 first = int(stream.kv_done.get("first_token", 0))
                 stream.state = DecodeState(stream.request_id, stream.kv, first)
