@@ -33,3 +33,22 @@ def test_a_served_request_records_every_token_and_who_decoded_them() -> None:
     assert (record["output_tokens"], record["rld_tokens"], record["md_tokens"]) == (40, 8, 32)
     assert record["handoff_mode"] == "one-shot"
     assert record["error"] == ""
+
+
+def _timed(ttft_s: float, tpot_s: float, tokens: int = 11) -> Outcome:
+    outcome = Outcome("cmpl-3", ROUTE, tokens=[5] * tokens, arrival=100.0)
+    outcome.first_token_at = 100.0 + ttft_s
+    outcome.last_token_at = outcome.first_token_at + tpot_s * (tokens - 1)
+    return outcome
+
+
+def test_the_record_judges_the_sla_by_the_products_one_rule_the_p90_targets() -> None:
+    sla = SLA(ttft_p90_s=2.0, ttft_p99_s=5.0, tpot_p90_s=0.05, tpot_p99_s=0.1)
+
+    def met(ttft_s: float, tpot_s: float) -> object:
+        record = gateway_record(_timed(ttft_s, tpot_s), ROUTE, CONTEXT, sla, failed=False)
+        return record.to_json()["sla_met"]
+
+    assert met(1.9, 0.04) is True
+    assert met(3.0, 0.04) is False  # within the P99 target, over the P90 one
+    assert met(1.9, 0.07) is False
