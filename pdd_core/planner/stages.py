@@ -218,9 +218,10 @@ def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     stages: list[StageView] = []
     servers = pool.instances
     decode_work = float((p.output_tokens * step / b).mean()) if b else math.inf
-    prefill_share = rate * float(service.mean()) / max(servers, 1)
-    rho = rate * (float(service.mean()) + decode_work) / max(servers, 1)
-    work = float(service.mean()) + decode_work
+    prefill_work = float(service.mean())
+    work = prefill_work + decode_work  # instance-seconds one request costs
+    prefill_share = rate * prefill_work / max(servers, 1)
+    rho = rate * work / max(servers, 1)
     stages.append(
         StageView(
             Constraint.COLOCATED,
