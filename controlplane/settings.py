@@ -240,6 +240,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "PoolRoleEnum": "controlplane.inventory.models.Role",
         "AgentRoleEnum": "controlplane.agents.models.AgentRole",
+        "JobStatusEnum": "controlplane.planning.models.PlanStatus",
     },
 }
 

@@ -104,15 +104,28 @@ def request_record(**kw: Any) -> dict[str, Any]:
 def plan_finished(plan_id: int, timeout_s: float = 300.0) -> Any:
     """The plan once its background job has finished (done or failed), polled from the
     database as a client would poll the API; fails the test after ``timeout_s``."""
+    from controlplane.planning.models import Plan
+
+    return _job_finished(Plan, plan_id, timeout_s)
+
+
+def sweep_finished(sweep_id: int, timeout_s: float = 300.0) -> Any:
+    """The sweep once its job has finished (done or failed), as ``plan_finished``."""
+    from controlplane.planning.models import Sweep
+
+    return _job_finished(Sweep, sweep_id, timeout_s)
+
+
+def _job_finished(model: Any, pk: int, timeout_s: float) -> Any:
     import time
 
-    from controlplane.planning.models import Plan, PlanStatus
+    from controlplane.planning.models import PlanStatus
 
     deadline = time.monotonic() + timeout_s
     while True:
-        plan = Plan.objects.get(pk=plan_id)
-        if plan.status in {PlanStatus.DONE, PlanStatus.FAILED}:
-            return plan
+        job = model.objects.get(pk=pk)
+        if job.status in {PlanStatus.DONE, PlanStatus.FAILED}:
+            return job
         if time.monotonic() > deadline:
-            raise AssertionError(f"plan {plan_id} still {plan.status} after {timeout_s} s")
+            raise AssertionError(f"{model.__name__} {pk} still {job.status} after {timeout_s} s")
         time.sleep(0.2)

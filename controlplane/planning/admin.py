@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from controlplane.planning.models import Plan, WorkloadProfile
+from controlplane.planning.models import Plan, Sweep, WorkloadProfile
 
 
 @admin.register(WorkloadProfile)
@@ -21,4 +21,16 @@ class PlanAdmin(admin.ModelAdmin[Plan]):
     readonly_fields = (
         "inputs", "result", "error", "status", "progress", "version", "active",
         "activated_at", "archived_at", "started_at", "finished_at", "created_at",
+    )  # fmt: skip
+
+
+@admin.register(Sweep)
+class SweepAdmin(admin.ModelAdmin[Sweep]):
+    """Inspect-only: sweeps are requested through the API and computed by workers."""
+
+    list_display = ("id", "status", "points", "done_points", "requested_by", "created_at")
+    list_filter = ("status",)
+    readonly_fields = (
+        "inputs", "points", "done_points", "rows", "status", "message", "error",
+        "requested_by", "created_at", "started_at", "finished_at",
     )  # fmt: skip

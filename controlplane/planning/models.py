@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 class WorkloadSource(models.TextChoices):
@@ -55,7 +55,25 @@ class PlanStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class Plan(models.Model):
+class JobState(models.Model):
+    """What a plan and a sweep (jobs a worker computes) share: the status, a progress message,
+    a readable error, who asked, and when it was asked, started and finished."""
+
+    status = models.CharField(
+        max_length=16, choices=PlanStatus.choices, default=PlanStatus.QUEUED, db_index=True
+    )
+    message = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Plan(JobState):
     """One planning job and its result; an activated plan carries its config version.
 
     ``inputs`` snapshots everything the planner read (the scenario file's text and the
@@ -68,22 +86,13 @@ class Plan(models.Model):
         WorkloadProfile, null=True, blank=True, on_delete=models.PROTECT, related_name="plans"
     )
     inputs = models.JSONField(default=dict)
-    status = models.CharField(
-        max_length=16, choices=PlanStatus.choices, default=PlanStatus.QUEUED, db_index=True
-    )
     progress = models.PositiveSmallIntegerField(default=0)
-    message = models.CharField(max_length=200, blank=True)
     result = models.JSONField(null=True, blank=True)
-    error = models.TextField(blank=True)
-    requested_by = models.CharField(max_length=150, blank=True)
     version = models.PositiveIntegerField(null=True, blank=True, unique=True)
     active = models.BooleanField(default=False)
     activated_by = models.CharField(max_length=150, blank=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -108,3 +117,37 @@ class Plan(models.Model):
     @property
     def activatable(self) -> bool:
         return self.status == PlanStatus.DONE and self.feasible and not self.active
+
+
+class Sweep(JobState):
+    """A capacity sweep: one ``pdd_core.sweep`` point per (scenario, WAN bandwidth, policy), each
+    its own Celery task, gathered into one table.
+
+    ``inputs`` snapshots the scenario files' text (so a worker recomputes exactly what was asked,
+    whatever happens to the fixtures), the points in table order and the bisection steps.
+    ``rows`` is the table: ``SweepRow.to_dict()`` per point, in the points' order. The status
+    values are the plans' (queued, running, done, failed), with the same meaning.
+    """
+
+    inputs = models.JSONField(default=dict)
+    points = models.PositiveIntegerField(default=0)
+    done_points = models.PositiveIntegerField(default=0)
+    rows = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(done_points__lte=F("points")), name="sweep_done_le_points"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"sweep {self.pk} ({self.points} points, {self.status})"
+
+    @property
+    def progress(self) -> int:
+        """Percent of the points computed."""
+        return (
+            100 if self.status == PlanStatus.DONE else 100 * self.done_points // max(self.points, 1)
+        )

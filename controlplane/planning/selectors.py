@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from controlplane.planning.models import Plan, WorkloadProfile
+from controlplane.planning.models import Plan, Sweep, WorkloadProfile
 from controlplane.telemetry.integrations import ActivePlan
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "scenarios"
@@ -25,6 +25,10 @@ def plan_list() -> QuerySet[Plan]:
 def workload_list() -> QuerySet[WorkloadProfile]:
     # The trace text can be megabytes; lists never need it.
     return WorkloadProfile.objects.defer("trace").order_by("-id")
+
+
+def sweep_list() -> QuerySet[Sweep]:
+    return Sweep.objects.order_by("-id")
 
 
 def active_plan() -> Plan | None:

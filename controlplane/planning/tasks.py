@@ -5,6 +5,9 @@ design of the first round (a Celery group, in parallel over workers; in eager mo
 and ``plan_finish_task`` when all are back, which runs any fix-up simulations, the bathtub and
 the reasons and stores the result. Every task is idempotent: a done plan is left alone, and a
 failure anywhere leaves a readable error on the plan instead of a stuck "running".
+
+``sweep_run_task(id)`` does the same for a capacity sweep: a chord of one ``sweep_point_task``
+per (scenario, WAN bandwidth, policy) point and ``sweep_finish_task`` to store the table.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 from celery import chord, current_app, shared_task
 from django.db import connections
 
-from controlplane.planning import services
-from controlplane.planning.models import Plan, PlanStatus
+from controlplane.planning import services, sweep_services
+from controlplane.planning.models import Plan, PlanStatus, Sweep
 from pdd_core.planner import (
     design_from_dict,
     finish,
@@ -27,6 +30,7 @@ from pdd_core.planner import (
     verification_from_dict,
     verify,
 )
+from pdd_core.sweep import run_point
 
 logger = logging.getLogger(__name__)
 
@@ -115,18 +119,79 @@ def plan_compute_enqueue(plan_id: int) -> None:
     worker) it runs on a background thread of this process instead of inside the request; the
     thread closes its database connections when the job ends.
     """
+    _enqueue(plan_compute_task, plan_id, _fail, f"plan-{plan_id}")
+
+
+def _enqueue(task: Any, job_id: int, fail: Any, name: str) -> None:
     if not current_app.conf.task_always_eager:
-        plan_compute_task.delay(plan_id)
+        task.delay(job_id)
         return
     threading.Thread(
-        target=_compute_in_thread, args=(plan_id,), name=f"plan-{plan_id}", daemon=True
+        target=_run_in_thread, args=(task, job_id, fail), name=name, daemon=True
     ).start()
 
 
-def _compute_in_thread(plan_id: int) -> None:
+def _run_in_thread(task: Any, job_id: int, fail: Any) -> None:
     try:
-        plan_compute_task.delay(plan_id)
-    except Exception as exc:  # the thread's last resort: the plan records it, never "running"
-        _fail(plan_id, exc)
+        task.delay(job_id)
+    except Exception as exc:  # the thread's last resort: the job records it, never "running"
+        fail(job_id, exc)
     finally:
         connections.close_all()
+
+
+# Sweeps: one task per (scenario, WAN bandwidth, policy) point, gathered by a chord.
+
+
+def _sweep_fail(sweep_id: int, exc: BaseException) -> None:
+    logger.exception("sweep %s failed", sweep_id)
+    message = f"{type(exc).__name__}: {exc}"
+    sweep_services.sweep_failed(sweep_id, message + "\n\n" + traceback.format_exc(limit=4))
+
+
+@shared_task(name="planning.sweep_run")
+def sweep_run_task(sweep_id: int) -> str:
+    """Start (or restart) a sweep: a chord of one ``sweep_point_task`` per point; a done sweep
+    is not recomputed."""
+    sweep = Sweep.objects.filter(pk=sweep_id).first()
+    if sweep is None or sweep.status == PlanStatus.DONE:
+        return "skipped"
+    if not sweep_services.sweep_started(sweep_id):
+        return "skipped"
+    header = [sweep_point_task.s(sweep_id, index) for index in range(sweep.points)]
+    chord(header)(sweep_finish_task.s(sweep_id))
+    return "running"
+
+
+@shared_task(name="planning.sweep_point")
+def sweep_point_task(sweep_id: int, index: int) -> dict[str, Any] | None:
+    """One point: a fixed-load run and a capacity search (``pdd_core.sweep.run_point``)."""
+    sweep = Sweep.objects.filter(pk=sweep_id).first()
+    if sweep is None or sweep.status != PlanStatus.RUNNING:
+        return None
+    try:
+        scenario, point, iterations = sweep_services.sweep_point(sweep, index)
+        row = run_point(scenario, point, iterations=iterations).to_dict()
+    except Exception as exc:
+        _sweep_fail(sweep_id, exc)
+        raise
+    sweep_services.sweep_point_done(sweep_id, f"{point.scenario} {point.policy}")
+    return row
+
+
+@shared_task(name="planning.sweep_finish")
+def sweep_finish_task(rows: list[dict[str, Any] | None], sweep_id: int) -> str:
+    """Store the table once every point is back (in the points' order, as the chord gives)."""
+    sweep = Sweep.objects.filter(pk=sweep_id).first()
+    if sweep is None or sweep.status != PlanStatus.RUNNING:
+        return "skipped"
+    if len(rows) != sweep.points or any(row is None for row in rows):
+        sweep_services.sweep_failed(sweep_id, "a point returned no row (the sweep was restarted)")
+        return "failed"
+    sweep_services.sweep_finished(sweep_id, [row for row in rows if row is not None])
+    return "done"
+
+
+def sweep_run_enqueue(sweep_id: int) -> None:
+    """Queue a sweep's job (a worker, or a background thread under eager Celery)."""
+    _enqueue(sweep_run_task, sweep_id, _sweep_fail, f"sweep-{sweep_id}")

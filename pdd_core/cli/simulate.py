@@ -126,14 +126,15 @@ def compare_scenario(
 
     Returns ``{"scenario", "results": {policy: SimResult}, "capacity": {policy: Capacity}}``;
     ``capacity`` is empty when the search is skipped. The capacity search
-    (``pdd_core.sim.capacity``) runs each design at more or fewer sessions until it finds
-    the highest rate at which the scenario's SLA holds, rejections counted as misses.
+    (``pdd_core.sweep.policy_run``, one point of a sweep) runs each design at more or fewer
+    sessions until it finds the highest rate at which the scenario's SLA holds, rejections
+    counted as misses.
     """
     from dataclasses import replace
 
     from pdd_core.scenario import load_scenario
-    from pdd_core.sim.capacity import find_capacity
     from pdd_core.sim.summary import trace_hits, with_trace_hits
+    from pdd_core.sweep import policy_run
 
     scenario = load_scenario(scenario_path, trace=trace)
     requests = scenario.workload.requests()
@@ -142,21 +143,17 @@ def compare_scenario(
     capacities = {}
     for policy in POLICY_NAMES:
         bar = _progress_bar(len(requests), policy) if progress else None
-        result = scenario.run(policy, requests, progress=bar)
+        result, found = policy_run(
+            scenario,
+            policy,
+            requests,
+            capacity=capacity,
+            iterations=capacity_iterations,
+            progress=bar,
+        )
         results[policy] = replace(result, summary=with_trace_hits(result.summary, rates))
-        if capacity:
-
-            def run(load: list[Any], policy: str = policy) -> list[Any]:
-                return scenario.run(policy, load).records
-
-            capacities[policy] = find_capacity(
-                run,
-                requests,
-                scenario.sla,
-                scenario.topology_for(policy).cost_per_hour(),
-                iterations=capacity_iterations,
-                seed=scenario.config.seed,
-            )
+        if found is not None:
+            capacities[policy] = found
     return {"scenario": scenario, "results": results, "capacity": capacities}
 
 

@@ -1,4 +1,4 @@
-"""A plan computed by a real ``celery -A controlplane worker`` on Redis reaches done.
+"""Plans and sweeps computed by a real ``celery -A controlplane worker`` on Redis reach done.
 
 The worker is a subprocess on the test database (``DATABASE_URL`` of the test DB, as the browser
 tests pass it to daphne) with ``PDD_CELERY_EAGER=0``; the test requests a plan through the
@@ -73,3 +73,36 @@ def test_worker_computes_a_plan_to_done(worker: Any, tmp_path: Path) -> None:
     assert plan.result is not None and plan.result["feasible"] is True
     assert "planning.plan_verify" in log  # the verifications ran as their own tasks
     assert Plan.objects.get(pk=plan.pk).started_at is not None
+
+
+def test_worker_computes_a_sweep_point_by_point(worker: Any, tmp_path: Path) -> None:
+    from controlplane.planning.selectors import SCENARIO_DIR
+    from controlplane.planning.sweep_services import sweep_request
+    from pdd_core.scenario import load_scenario
+    from pdd_core.sweep import SweepPoint, run_point
+
+    sweep = sweep_request(
+        scenarios=["small.toml"],
+        policies=["same-dc", "pdd"],
+        wan_gbps=[20.0],
+        iterations=1,
+        requested_by="system-test",
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        sweep.refresh_from_db()
+        if sweep.status in ("done", "failed"):
+            break
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+        time.sleep(0.5)
+    log = (tmp_path / "worker.log").read_text()
+    assert sweep.status == "done", f"{sweep.status}: {sweep.error}\n{log[-3000:]}"
+    assert (sweep.points, sweep.done_points, sweep.progress) == (2, 2, 100)
+    scenario = load_scenario(SCENARIO_DIR / "small.toml")
+    expected = [
+        run_point(scenario, SweepPoint("small.toml", policy, 20.0), iterations=1).to_dict()
+        for policy in ("same-dc", "pdd")
+    ]
+    assert sweep.rows == expected
+    assert log.count("planning.sweep_point") >= 2  # each point ran as its own task
+    assert "planning.sweep_finish" in log

@@ -6,8 +6,10 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.planning.models import Plan, WorkloadProfile, WorkloadSource
+from controlplane.planning.models import Plan, Sweep, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import scenario_names
+from controlplane.planning.sweep_services import MAX_POINTS
+from pdd_core.sweep import POLICY_NAMES
 
 
 class WorkloadProfileSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -93,3 +95,57 @@ class ActiveConfigSerializer(serializers.Serializer):  # type: ignore[type-arg]
     model = serializers.CharField()
     routing_table = serializers.DictField()
     pools = serializers.ListField(child=serializers.DictField())
+
+
+class SweepSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A sweep's state and, once done, its table (``rows``: one object per point)."""
+
+    progress = serializers.IntegerField(read_only=True)
+    request = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Sweep
+        fields = (
+            "id", "status", "points", "done_points", "progress", "message", "request", "rows",
+            "error", "requested_by", "created_at", "started_at", "finished_at",
+        )  # fmt: skip
+        read_only_fields = fields
+
+    def get_request(self, sweep: Sweep) -> dict[str, Any]:
+        """What was asked: the points in table order and the bisection steps (no TOML text)."""
+        return {
+            "points": sweep.inputs.get("points", []),
+            "capacity_iterations": sweep.inputs.get("iterations"),
+        }
+
+
+class SweepCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Scenario fixtures by name, the policies (default all four) and optional WAN bandwidths
+    (each replaces every WAN link's); one capacity search per combination."""
+
+    scenarios = serializers.ListField(
+        child=serializers.CharField(max_length=120), min_length=1, max_length=MAX_POINTS
+    )
+    policies = serializers.ListField(
+        child=serializers.ChoiceField(choices=POLICY_NAMES),
+        min_length=1,
+        required=False,
+        default=list(POLICY_NAMES),
+    )
+    wan_gbps = serializers.ListField(
+        child=serializers.FloatField(min_value=0.001, max_value=100_000),
+        required=False,
+        default=list,
+        max_length=MAX_POINTS,
+    )
+    capacity_iterations = serializers.IntegerField(min_value=0, max_value=8, default=3)
+
+    def validate_scenarios(self, value: list[str]) -> list[str]:
+        """Scenario fixture names, as plans take them (``fixtures/scenarios/*.toml``)."""
+        known = scenario_names()
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise serializers.ValidationError(
+                [f'"{name}" is not a valid choice (one of {", ".join(known)}).' for name in unknown]
+            )
+        return value

@@ -17,12 +17,14 @@ from rest_framework.views import APIView
 
 from controlplane.accounts.models import ApiToken, Scope
 from controlplane.core.parsers import JSONParser
-from controlplane.planning import selectors, services
+from controlplane.planning import selectors, services, sweep_services
 from controlplane.planning.api.serializers import (
     ActiveConfigSerializer,
     PlanAcceptedSerializer,
     PlanCreateSerializer,
     PlanSerializer,
+    SweepCreateSerializer,
+    SweepSerializer,
     WorkloadCreateSerializer,
     WorkloadProfileSerializer,
 )
@@ -132,6 +134,42 @@ class WorkloadViewSet(
                 name=data["name"], minutes=data["telemetry_minutes"], created_by=who
             )
         return Response(WorkloadProfileSerializer(workload).data, status=status.HTTP_201_CREATED)
+
+
+class SweepViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,  # type: ignore[type-arg]
+):
+    """Capacity sweeps: ``POST`` queues one (202; one Celery task per point), ``GET`` polls its
+    progress and, once done, its table. Operators write, viewers read (like plans)."""
+
+    serializer_class = SweepSerializer
+    filterset_fields = ("status",)
+    ordering_fields = ("id", "created_at")
+
+    def get_queryset(self) -> Any:
+        return selectors.sweep_list()
+
+    @extend_schema(
+        request=SweepCreateSerializer,
+        responses={202: PlanAcceptedSerializer, 400: OpenApiResponse(description="bad input")},
+    )
+    def create(self, request: Request) -> Response:
+        serializer = SweepCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        sweep = sweep_services.sweep_request(
+            scenarios=data["scenarios"],
+            policies=data["policies"],
+            wan_gbps=data["wan_gbps"],
+            iterations=data["capacity_iterations"],
+            requested_by=caller_name(request),
+        )
+        url = reverse("sweep-detail", kwargs={"pk": sweep.pk})
+        return Response(
+            {"id": sweep.pk, "status": sweep.status, "url": url}, status=status.HTTP_202_ACCEPTED
+        )
 
 
 class ActiveConfigView(APIView):
