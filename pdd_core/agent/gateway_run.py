@@ -212,6 +212,9 @@ class RequestRunner:
                     if code in NOT_RESUMABLE:
                         raise UpstreamError(message)
                     raise AgentLost(message, source)
+                if frame.type is FrameType.PREFILLED:
+                    self.release_prefill(route)  # P's queue is free of it (KV on its way)
+                    continue
                 if frame.type is FrameType.KV_DONE:
                     attempt.prefilled = True
                     self.release_prefill(route)

@@ -136,6 +136,7 @@ class PrefillAgent(AgentBase):
                 mark(job.request_id, "p_prefill_end")
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
+                await self.to_gateway(job.conn, control(FrameType.PREFILLED, job.request_id))
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
 
     def _prefill(
