@@ -176,8 +176,8 @@ class Gateway(RequestRunner):
 
     def unreachable(self, prefill_up: bool) -> str:
         """Why no request can be routed: the stage with no agent, and why each agent is out."""
-        stage = ("a decode agent (relay or main decode)", ("relay", "main")) if prefill_up else (
-            "a prefill agent", ("prefill",))  # fmt: skip
+        stage = ("decode agent (relay or main decode)", ("relay", "main")) if prefill_up else (
+            "prefill agent", ("prefill",))  # fmt: skip
         why = []
         for role in stage[1]:
             for agent in self.config.of_role(role):
