@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import heapq
 import json
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -143,6 +144,8 @@ def main() -> None:
     print(f"{'figure':<34}{'measured':>12}{'goal':>10}")
     print(f"{'failed requests':<34}{summary.failures:>12}{0:>10}")
     print(f"{'MD share of P-RLD-MD tokens':<34}{summary.md_share:>12.1%}{'> 50%':>10}")
+    print(f"host load average (1, 5, 15 min) at the end: {os.getloadavg()}: the agents are")
+    print("Python processes sharing this host's CPUs; a loaded host drains P queues late")
     print(f"logs and journals: {run_dir}")
 
 

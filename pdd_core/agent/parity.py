@@ -5,14 +5,18 @@ This runs one scenario both ways: the simulator (``Scenario.run("pdd", ...)``) a
 built from the scenario's own topology (one agent per P, RLD and MD instance, the timed engine
 with the pools' chips and tensor parallelism, the WAN link's bandwidth and RTT, the scenario's
 routing table and SLA), which gets the same requests at their arrival times and native sizes
-through the OpenAI API (``pdd replay``'s client). KV payloads travel at ``payload_scale`` of
-their size over a line emulated at the same fraction of the link's bandwidth, so transfer times
-are the link's. It prints TTFT P50/P90/P99, TPOT P50, the pipeline mix, the share of output
-tokens decoded on RLD and the WAN bytes, simulated and live, with their ratio.
+through the OpenAI API (``pdd replay``'s client, sending token ids: the simulator has no
+tokenizer, and tokenizing text would add the gateway's intake, ``bench/bench_intake.py``). KV
+payloads travel at ``payload_scale`` of their size over a line emulated at the same fraction of
+the link's bandwidth, so transfer times are the link's. It prints TTFT P50/P90/P99, TPOT P50,
+the pipeline mix, the share of output tokens decoded on RLD and the WAN bytes, simulated and
+live, with their ratio.
 
 Limits, said plainly: the live engine runs one tensor-parallel degree for every role and no
 pipeline parallelism, so a scenario whose pools differ in ``tp`` or use ``pp`` is refused; the
 live plane's Python agents add their own processing delays, which the simulator does not model.
+``timeline`` and ``traced`` put one request's live milestones (``agent.trace``) beside the
+simulator's, to find where the two diverge.
 """
 
 from __future__ import annotations

@@ -62,5 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         print()
         print(traced(requests, records, results, sorted((run_dir / "run").glob("*.log"))))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"host load average (1, 5, 15 min): {load} (the live side shares this host's CPUs)")
     print(f"live plane logs and journals: {run_dir}")
     return 0
