@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from pdd_core.agent.config import load_config
+from pdd_core.agent.engines import make_engine
 from pdd_core.agent.protocol import (
     FLAG_END_OF_STREAM,
     FrameType,
@@ -31,7 +32,7 @@ from pdd_core.agent.protocol import (
     read_frame,
     write_frame,
 )
-from pdd_core.agent.runtime import hello, make_engine
+from pdd_core.agent.runtime import hello
 from pdd_core.agent.supervisor import resolve
 from pdd_core.engine.protocol import DecodeState
 

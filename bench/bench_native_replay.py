@@ -10,23 +10,103 @@ the goal beside each figure: 0 failures, and the share of P-RLD-MD tokens MD dec
 
 The full trace is read from ../shared/data/ when present, else the 200-request sample in
 fixtures/traces/ (then at most 200 requests are replayed).
+
+The number of P instances comes from the physics, not from trial runs (``prefill_instances``):
+each request's prefill is ``pdd_core.perf``'s time for the part of its prompt no earlier
+request shared (the trace's block hashes; P caches hold 2M tokens each, more than these
+requests' distinct prefixes), times the engine's ``time_scale``; requests are taken first come
+first served by whichever P frees first, as the gateway's ``choose_instance`` does; the plane
+gets the fewest P for which no request's queue wait plus prefill exceeds the TTFT the gateway
+rejects above (``sla.ttft_p99_s x routing.reject_ttft_factor``). The gateway rejects on a
+prediction: P instances fewer than that turn the trace's bursts into 429s.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
+import json
+import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from pdd_core.agent.replay import replay
+from pdd_core import perf
+from pdd_core.agent.replay import TRACE_BLOCK, replay
 from pdd_core.agent.supervisor import DataPlane
+from pdd_core.specs import load_chips, load_models
 from pdd_core.workload.readers import read_trace
+from pdd_core.workload.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 FULL = ROOT.parent / "shared" / "data" / "mooncake_conversation_trace.jsonl"
 SAMPLE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
+
+
+def prefill_seconds(requests: Sequence[Request], engine: dict[str, Any]) -> list[float]:
+    """Each request's modelled prefill seconds over the prefix earlier requests computed."""
+    model = load_models()[engine["model"]]
+    chip = load_chips()[engine["chips"]["prefill"]]
+    seen: set[tuple[int, ...]] = set()
+    out = []
+    for request in requests:
+        hashes = tuple(request.block_hashes)
+        shared = 0
+        while shared < len(hashes) and hashes[: shared + 1] in seen:
+            shared += 1
+        seen.update(hashes[: i + 1] for i in range(len(hashes)))
+        hit = min(shared * TRACE_BLOCK, request.input_tokens - 1)
+        timing = perf.prefill_time(model, chip, request.input_tokens - hit, hit, engine["tp"])
+        out.append(timing.seconds * engine["time_scale"])
+    return out
+
+
+def worst_ttft_s(requests: Sequence[Request], work: Sequence[float], instances: int) -> float:
+    """The longest queue wait plus prefill when ``instances`` P take requests first come,
+    first served, each going to the P that frees first."""
+    free = [0.0] * instances
+    worst = 0.0
+    for request, seconds in zip(requests, work, strict=True):
+        start = max(request.arrival_s, heapq.heappop(free))
+        heapq.heappush(free, start + seconds)
+        worst = max(worst, start + seconds - request.arrival_s)
+    return worst
+
+
+def prefill_instances(requests: Sequence[Request], topology: dict[str, Any]) -> tuple[int, str]:
+    """The fewest P whose worst predicted TTFT stays within the gateway's rejection bound."""
+    bound = topology["sla"]["ttft_p99_s"] * topology["routing"].get("reject_ttft_factor", 1.0)
+    work = prefill_seconds(requests, topology["engine"])
+    instances = 1
+    while worst_ttft_s(requests, work, instances) > bound:
+        instances += 1
+    fewer = (
+        f"; {instances - 1} would give {worst_ttft_s(requests, work, instances - 1):.1f} s"
+        if instances > 1
+        else ""
+    )
+    why = (
+        f"{instances} P: worst queue + prefill {worst_ttft_s(requests, work, instances):.1f} s "
+        f"within the {bound:g} s rejection bound{fewer} (prefill work {sum(work):.0f} s over "
+        f"{requests[-1].arrival_s - requests[0].arrival_s:.0f} s of arrivals)"
+    )
+    return instances, why
+
+
+def sized(topology_path: Path, requests: Sequence[Request], run_dir: Path) -> tuple[Path, str]:
+    """The topology with as many P agents as ``prefill_instances`` says, written to run_dir."""
+    raw = json.loads(topology_path.read_text())
+    count, why = prefill_instances(requests, raw)
+    others = [a for a in raw["agents"] if a["role"] != "prefill"]
+    site = next(a["site"] for a in raw["agents"] if a["role"] == "prefill")
+    prefills = [{"id": f"p-{i}", "role": "prefill", "site": site} for i in range(count)]
+    raw["agents"] = others[:1] + prefills + others[1:]
+    path = run_dir / "topology.json"
+    path.write_text(json.dumps(raw, indent=2))
+    return path, why
 
 
 def main() -> None:
@@ -38,7 +118,9 @@ def main() -> None:
     trace = read_trace(FULL if FULL.exists() else SAMPLE)
     requests = list(trace.requests[: args.limit])
     run_dir = Path(tempfile.mkdtemp(prefix="bench-native-"))
-    plane = DataPlane(args.topology, run_dir)
+    topology, why = sized(Path(args.topology), requests, run_dir)
+    print(f"sizing: {why}", flush=True)
+    plane = DataPlane(topology, run_dir / "run")
     plane.start(timeout_s=120)
     try:
         began = time.perf_counter()
@@ -62,6 +144,8 @@ def main() -> None:
     print(f"{'figure':<34}{'measured':>12}{'goal':>10}")
     print(f"{'failed requests':<34}{summary.failures:>12}{0:>10}")
     print(f"{'MD share of P-RLD-MD tokens':<34}{summary.md_share:>12.1%}{'> 50%':>10}")
+    print(f"host load average (1, 5, 15 min) at the end: {os.getloadavg()}: the agents are")
+    print("Python processes sharing this host's CPUs; a loaded host drains P queues late")
     print(f"logs and journals: {run_dir}")
 
 

@@ -17,13 +17,13 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.engines import make_engine
 from pdd_core.agent.journal import Journal, RequestRecord
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import (
     Conn,
     PeerLink,
     hello,
-    make_engine,
     plane_auth,
     serve_frames,
 )
@@ -127,9 +127,14 @@ class AgentBase:
     def connection_lost(self, conn: Conn) -> None:
         """An incoming connection closed: drop what rode on it."""
 
-    def peer(self, agent_id: str) -> PeerLink:
-        """The (lazily connected) link to another agent, over the WAN if it is in another site."""
-        link = self.peers.get(agent_id)
+    def peer(self, agent_id: str, lane: str = "") -> PeerLink:
+        """The (lazily connected) link to another agent, over the WAN if it is in another site.
+
+        A ``lane`` is a further connection to the same agent: small control frames on their
+        own connection do not queue behind megabytes of KV on the data one (on the WAN each
+        connection is a flow with its fair share of the line, as in ``transfer``)."""
+        key = f"{agent_id}#{lane}" if lane else agent_id
+        link = self.peers.get(key)
         if link is None:
             address = self.config.address_of(agent_id, self.spec.site)
             link = PeerLink(
@@ -141,7 +146,7 @@ class AgentBase:
                 connect_timeout_s=self.config.limits.connect_timeout_s,
                 auth=self.auth,
             )
-            self.peers[agent_id] = link
+            self.peers[key] = link
         return link
 
     async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:

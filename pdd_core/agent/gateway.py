@@ -24,8 +24,9 @@ from typing import Any
 
 from pdd_core.agent.admission import Admission, servable
 from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.engines import Predictor
 from pdd_core.agent.gateway_control import applied
-from pdd_core.agent.gateway_probe import LinkProbe
+from pdd_core.agent.gateway_probe import PROBE_TIMEOUT_S, LinkProbe
 from pdd_core.agent.gateway_run import RequestRunner
 from pdd_core.agent.gateway_types import (
     Outcome,
@@ -36,7 +37,7 @@ from pdd_core.agent.gateway_types import (
 )
 from pdd_core.agent.journal import Journal
 from pdd_core.agent.protocol import Frame, FrameType, control
-from pdd_core.agent.runtime import PeerLink, Predictor, hello, plane_auth
+from pdd_core.agent.runtime import PeerLink, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
 from pdd_core.predict import (
@@ -173,6 +174,21 @@ class Gateway(RequestRunner):
         for queue in self.active.values():
             queue.put_nowait((agent_id, None))
 
+    def unreachable(self, prefill_up: bool) -> str:
+        """Why no request can be routed: the stage with no agent, and why each agent is out."""
+        stage = ("decode agent (relay or main decode)", ("relay", "main")) if prefill_up else (
+            "prefill agent", ("prefill",))  # fmt: skip
+        why = []
+        for role in stage[1]:
+            for agent in self.config.of_role(role):
+                if not self.links[agent.id].up:
+                    why.append(f"{agent.id}: not connected")
+                elif agent.id in self.probe.unreachable:
+                    why.append(f"{agent.id}: silent for over {PROBE_TIMEOUT_S:g} s (WAN probe)")
+                elif agent.id in self.avoid:
+                    why.append(f"{agent.id}: failed this request")
+        return f"no {stage[0]} is reachable ({'; '.join(why) or 'none configured'})"
+
     def _hit(self, agent_id: str, hashes: list[int], input_tokens: int) -> int:
         view = self.views[agent_id]
         held = 0
@@ -206,7 +222,7 @@ class Gateway(RequestRunner):
         prefills = self.up("prefill")
         relays_up, mains_up = self.up("relay"), self.up("main")
         if not prefills or not (relays_up or mains_up):
-            raise UpstreamError("no prefill or decode agent is reachable")
+            raise UpstreamError(self.unreachable(bool(prefills)))
         relays = self.admission.with_room(relays_up)
         mains = self.admission.with_room(mains_up)
         state = self.predict_state(prompt, hashes, prefills, relays, mains)
@@ -351,7 +367,14 @@ class Gateway(RequestRunner):
         record = gateway_record(
             outcome,
             route,
-            RecordContext(tenant, key_prefix, self.config.model, self.spec.site, self.spec.id),
+            RecordContext(
+                tenant,
+                key_prefix,
+                self.config.model,
+                self.spec.site,
+                self.spec.id,
+                self.config.engine.payload_scale,
+            ),
             self.config.sla,
             failed=failed,
             error=error,

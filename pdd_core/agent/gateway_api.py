@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -42,6 +43,7 @@ from pdd_core.agent.openai_format import (
     prompt_tokens,
     request_text,
 )
+from pdd_core.agent.trace import mark
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
@@ -219,6 +221,7 @@ class GatewayApi:
         )
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        received = time.time()
         tenant, prefix = self._tenant(request)
         body = await self._body(request)
         chat = request.path == "/v1/chat/completions"
@@ -232,13 +235,17 @@ class GatewayApi:
                 param="model",
             )
         prompt, hashes = await self._prompt(body, chat)
+        tokenized = time.time()
         max_tokens = self._max_tokens(body, len(prompt))
         given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
         try:
             route = self.gateway.route(prompt, max_tokens, override, hashes)
         except UpstreamError as exc:
-            raise HttpError(503, str(exc), "server_error") from None
+            raise HttpError(
+                503, f"The data plane cannot serve requests now: {exc}.", "server_error",
+                "service_unavailable", {"retry-after": "1"},
+            ) from None  # fmt: skip
         if route.rejected:
             request[REQUEST_ID] = "rej-" + uuid.uuid4().hex
             self.gateway.journal_outcome(
@@ -257,6 +264,9 @@ class GatewayApi:
         # The response id is the request id of the journal and the control plane's records.
         completion.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         request[REQUEST_ID] = completion.id
+        for milestone, at in (("received", received), ("tokenized", tokenized),
+                              ("routed", time.time())):  # fmt: skip
+            mark(completion.id, "gateway_" + milestone, at)
         job = Job(completion, route, tenant, prefix)
         job.tokens = self.gateway.generate(
             route, prompt, max_tokens, tenant, override, request_id=completion.id

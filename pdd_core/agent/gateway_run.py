@@ -28,6 +28,7 @@ from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink
+from pdd_core.agent.trace import mark
 
 log = logging.getLogger("pdd_core.agent.gateway")
 MAX_RESUMES = 2
@@ -183,6 +184,7 @@ class RequestRunner:
                     await self.links[agent].send(control(FrameType.GENERATE, rid, body))
                 except ConnectionError as exc:
                     raise AgentLost(str(exc), agent) from None
+            mark(rid, "gateway_generate_sent")
             merge = StreamMerge()
             first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
             while not merge.complete or not attempt.prefilled:
@@ -210,6 +212,9 @@ class RequestRunner:
                     if code in NOT_RESUMABLE:
                         raise UpstreamError(message)
                     raise AgentLost(message, source)
+                if frame.type is FrameType.PREFILLED:
+                    self.release_prefill(route)  # P's queue is free of it (KV on its way)
+                    continue
                 if frame.type is FrameType.KV_DONE:
                     attempt.prefilled = True
                     self.release_prefill(route)
@@ -236,6 +241,8 @@ class RequestRunner:
                 outcome.rld_tokens += len(delivered) - from_md
                 if fresh:
                     now = time.time()
+                    if outcome.first_token_at is None:
+                        mark(rid, "gateway_first_token", now)
                     outcome.first_token_at = outcome.first_token_at or now
                     outcome.last_token_at = now
                     yield fresh

@@ -103,6 +103,8 @@ class RecordContext:
     model: str
     site: str
     agent: str
+    # The timed engine's KV payload scale: the journal gives WAN bytes at the real size.
+    payload_scale: float = 1.0
 
 
 def gateway_record(
@@ -143,7 +145,8 @@ def gateway_record(
     if outcome is not None:
         record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
         record.output_tokens = len(outcome.tokens) if delivered is None else delivered
-        record.wan_bytes = outcome.wan_bytes
+        scale = context.payload_scale
+        record.wan_bytes = round(outcome.wan_bytes / scale) if scale > 0 else outcome.wan_bytes
         record.handoff_mode = outcome.handoff_mode
         record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
         if outcome.first_token_at is not None:

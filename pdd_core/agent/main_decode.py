@@ -17,9 +17,11 @@ from typing import Any
 
 from pdd_core.agent.base import AgentBase
 from pdd_core.agent.decoding import DecodeLoop, Stream
+from pdd_core.agent.engines import eos_token, offloads
 from pdd_core.agent.kvstore import BlockCache
 from pdd_core.agent.protocol import Frame, FrameType, control, parse_kv_block, token_ids
-from pdd_core.agent.runtime import Conn, eos_token, offloads
+from pdd_core.agent.runtime import Conn
+from pdd_core.agent.trace import mark
 from pdd_core.engine.protocol import DecodeState, EngineError, KVBlock, PacedEngine
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class MainDecodeAgent(AgentBase):
             )
             return
         elif kind is FrameType.KV_DONE:
+            mark(rid, "md_kv_done")
             await self._assemble(self._stream(rid), dict(frame.body))
         elif kind is FrameType.WATCH:
             self.watchers[rid] = conn
@@ -150,6 +153,7 @@ class MainDecodeAgent(AgentBase):
         """Start streaming once the gateway's registration is in (frames may race it)."""
         if stream.registered and stream.pending_first is not None and not stream.finished:
             token, stream.pending_first = stream.pending_first, None
+            mark(stream.request_id, "md_first_token")
             if await stream.emit(token):
                 self.loop.add(stream)
             else:

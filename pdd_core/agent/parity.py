@@ -5,14 +5,18 @@ This runs one scenario both ways: the simulator (``Scenario.run("pdd", ...)``) a
 built from the scenario's own topology (one agent per P, RLD and MD instance, the timed engine
 with the pools' chips and tensor parallelism, the WAN link's bandwidth and RTT, the scenario's
 routing table and SLA), which gets the same requests at their arrival times and native sizes
-through the OpenAI API (``pdd replay``'s client). KV payloads travel at ``payload_scale`` of
-their size over a line emulated at the same fraction of the link's bandwidth, so transfer times
-are the link's. It prints TTFT P50/P90/P99, TPOT P50, the pipeline mix, the share of output
-tokens decoded on RLD and the WAN bytes, simulated and live, with their ratio.
+through the OpenAI API (``pdd replay``'s client, sending token ids: the simulator has no
+tokenizer, and tokenizing text would add the gateway's intake, ``bench/bench_intake.py``). KV
+payloads travel at ``payload_scale`` of their size over a line emulated at the same fraction of
+the link's bandwidth, so transfer times are the link's. It prints TTFT P50/P90/P99, TPOT P50,
+the pipeline mix, the share of output tokens decoded on RLD and the WAN bytes, simulated and
+live, with their ratio.
 
 Limits, said plainly: the live engine runs one tensor-parallel degree for every role and no
 pipeline parallelism, so a scenario whose pools differ in ``tp`` or use ``pp`` is refused; the
 live plane's Python agents add their own processing delays, which the simulator does not model.
+``timeline`` and ``traced`` put one request's live milestones (``agent.trace``) beside the
+simulator's, to find where the two diverge.
 """
 
 from __future__ import annotations
@@ -179,6 +183,72 @@ def table(sim: Side, live: Side) -> str:
     return "\n".join(lines)
 
 
+# A request's milestones, in order: (label, live milestone, the simulator's record offsets).
+MILESTONES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("gateway has the request", "gateway_received", ()),
+    ("prompt tokenized", "gateway_tokenized", ()),
+    ("routed", "gateway_routed", ()),
+    ("GENERATE sent", "gateway_generate_sent", ()),
+    ("P has GENERATE", "p_generate", ()),
+    ("prefill starts", "p_prefill_start", ("queue_s",)),
+    ("MD answered KV_QUERY", "p_kv_have", ()),
+    ("prefill ends", "p_prefill_end", ("queue_s", "prefill_s")),
+    ("P wrote its KV", "p_kv_written", ()),
+    ("RLD has the KV", "rld_kv_done", ("queue_s", "prefill_s", "transfer_s")),
+    ("MD has the KV", "md_kv_done", ("queue_s", "prefill_s", "transfer_s")),
+    ("RLD first token", "rld_first_token", ()),
+    ("MD first token", "md_first_token", ()),
+    ("gateway first token", "gateway_first_token", ()),
+    ("client first token", "", ("ttft_s",)),
+)
+
+
+def timeline(record: RequestRecord, result: Result, marks: dict[str, float]) -> str:
+    """One request's milestones, seconds after the client sent it, simulated beside live.
+
+    The simulator has no HTTP, tokenizer or frames: its rows are the queue, the prefill, the
+    KV transfer that gates the first token, and the first token."""
+    lines = [f"request {record.id} ({record.input_tokens} tokens, {record.hit_tokens_p} hit "
+             f"simulated): {record.pipeline} simulated, {result.pipeline} live",
+             f"{'milestone':<24}{'simulated':>11}{'live':>11}"]  # fmt: skip
+    for label, milestone, offsets in MILESTONES:
+        sim = sum(getattr(record, name) for name in offsets) if offsets else math.nan
+        if not milestone:
+            live = result.ttft_s if result.ttft_s is not None else math.nan
+        else:
+            live = marks[milestone] - result.sent_at if milestone in marks else math.nan
+        if math.isnan(sim) and math.isnan(live):
+            continue
+        sim_cell, live_cell = ("-" if math.isnan(v) else f"{v:.3f} s" for v in (sim, live))
+        lines.append(f"{label:<24}{sim_cell:>11}{live_cell:>11}")
+    return "\n".join(lines)
+
+
+def traced(
+    requests: Sequence[Request],
+    records: Sequence[RequestRecord],
+    results: Sequence[Result],
+    logs: Sequence[Path],
+) -> str:
+    """The timelines of the requests at the live P50 and P90 TTFT (``PDD_TRACE`` marks)."""
+    from pdd_core.agent.trace import read_marks
+
+    marks = read_marks(logs)
+    by_id = {r.id: r for r in records}
+    pairs = [(by_id[req.id], res) for req, res in zip(requests, results, strict=True)
+             if res.ok and res.ttft_s is not None and res.request_id in marks]  # fmt: skip
+    if not pairs:
+        return "trace: no traced request"
+    pairs.sort(key=lambda pair: pair[1].ttft_s or 0.0)
+    chosen = {pairs[len(pairs) // 2][0].id: "P50", pairs[(len(pairs) * 9) // 10][0].id: "P90"}
+    blocks = []
+    for record, result in pairs:
+        if record.id in chosen:
+            blocks.append(f"live TTFT {chosen[record.id]}: "
+                          + timeline(record, result, marks[result.request_id]))  # fmt: skip
+    return "\n\n".join(blocks)
+
+
 def run_live(
     scenario: Scenario, requests: list[Request], run_dir: Path, *, payload_scale: float
 ) -> list[Result]:
@@ -194,7 +264,7 @@ def run_live(
         summary = asyncio.run(
             replay(requests, gateway=plane.gateway_url, api_key=plane.api_key,
                    model=plane.config.model, speed=1.0, block_tokens=512, output_scale=1.0,
-                   max_output=0, timeout_s=600)
+                   max_output=0, timeout_s=600, token_ids=True)
         )  # fmt: skip
     finally:
         plane.stop()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdd_core.agent.base import AgentBase
+from pdd_core.agent.engines import offloads
 from pdd_core.agent.kvstore import BlockCache
 from pdd_core.agent.protocol import (
     Frame,
@@ -25,8 +26,9 @@ from pdd_core.agent.protocol import (
     kv_block_frame,
     token_ids,
 )
-from pdd_core.agent.runtime import Conn, PeerLink, offloads
-from pdd_core.engine.protocol import KVBlock, PrefillResult, block_hashes
+from pdd_core.agent.runtime import Conn, PeerLink
+from pdd_core.agent.trace import mark
+from pdd_core.engine.protocol import KVBlock, PrefillResult, block_hashes, pace
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class PrefillJob:
     prompt: list[int]
     meta: dict[str, Any]
     arrival: float = field(default_factory=time.time)
+    query: asyncio.Future[tuple[int, int]] | None = None  # KV_QUERY to MD: (bytes, blocks held)
 
 
 class PrefillAgent(AgentBase):
@@ -106,12 +109,14 @@ class PrefillAgent(AgentBase):
             while len(batch) < batch_limit and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             done: list[tuple[PrefillJob, list[KVBlock], int, int]] = []
-            seconds = 0.0
+            started, seconds = time.monotonic(), 0.0
             for job in batch:
                 self.queued.discard(job.request_id)
                 if job.request_id in self.cancelled:
                     self.cancelled.discard(job.request_id)
                     continue
+                mark(job.request_id, "p_generate", job.arrival)
+                mark(job.request_id, "p_prefill_start")
                 hashes = block_hashes(job.prompt, self.engine.block_size)
                 hit = self.cache.match(hashes, len(job.prompt))
                 held = self.cache.get(hashes[:hit]) if hit else []
@@ -120,19 +125,18 @@ class PrefillAgent(AgentBase):
                 else:
                     result, blocks = self._prefill(job.prompt, held)
                 seconds += result.seconds
+                self._ask_md(job, blocks)  # MD's answer crosses the WAN while P computes
+                hit_tokens = min(hit * self.engine.block_size, len(job.prompt))
+                done.append((job, blocks, hit_tokens, result.first_token))
+            # Prefill is compute-bound: a batch takes the sum of its passes from its start (the
+            # host's bookkeeping counts toward it). Its KV exists (is cached, and announced to
+            # the gateway) only when the pass has ended.
+            await pace(started, seconds)
+            for job, blocks, hit_tokens, first in done:
+                mark(job.request_id, "p_prefill_end")
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
-                done.append(
-                    (
-                        job,
-                        blocks,
-                        min(hit * self.engine.block_size, len(job.prompt)),
-                        result.first_token,
-                    )
-                )
-            # Prefill is compute-bound: a batch takes the sum of its passes.
-            await asyncio.sleep(seconds)
-            for job, blocks, hit_tokens, first in done:
+                await self.to_gateway(job.conn, control(FrameType.PREFILLED, job.request_id))
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
 
     def _prefill(
@@ -155,7 +159,7 @@ class PrefillAgent(AgentBase):
             # Bounded: a blackholed line must not hold this request (and its record) forever.
             legs.append(
                 asyncio.wait_for(
-                    self._send_missing(md, rid, blocks, first_token, len(job.prompt)),
+                    self._send_missing(md, job, blocks, first_token),
                     self.config.limits.request_timeout_s,
                 )
             )
@@ -167,14 +171,15 @@ class PrefillAgent(AgentBase):
         relay_ok = isinstance(rld, str) and not isinstance(results[0], BaseException)
         if errors and relay_ok:
             # Only MD's leg failed: RLD has the KV and finishes the request itself.
-            log.warning("%s: KV to MD failed (%s); the relay keeps it", rid, errors[0])
+            log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, errors[0])
         elif errors:
-            log.warning("%s: KV transfer failed: %s", rid, errors[0])
+            log.warning("%s: KV transfer failed: %r", rid, errors[0])
             await self.to_gateway(
                 job.conn,
-                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": str(errors[0])}),
+                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": repr(errors[0])}),
             )
             return
+        mark(rid, "p_kv_written")
         body = {
             "hit_tokens": hit_tokens,
             "miss_tokens": len(job.prompt) - hit_tokens,
@@ -214,21 +219,50 @@ class PrefillAgent(AgentBase):
         sent += await link.send(control(FrameType.KV_DONE, rid, done))
         return sent
 
-    async def _send_missing(
-        self, md: str, rid: str, blocks: list[KVBlock], first: int, tokens: int
-    ) -> tuple[int, int]:
-        """KV_QUERY MD's DRC, then send only the blocks it lacks; returns (bytes, blocks held)."""
-        link = self.peer(md)
+    def _ask_md(self, job: PrefillJob, blocks: list[KVBlock]) -> None:
+        """Send MD the ``KV_QUERY`` for a request's full blocks now (MD pins what it holds),
+        so the round trip overlaps the prefill instead of following it."""
+        md = job.meta.get("md")
+        if not isinstance(md, str):
+            return
         full = [b.block_hash for b in blocks if len(b.tokens) == self.engine.block_size]
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._have[(md, rid)] = waiter
-        sent = await link.send(control(FrameType.KV_QUERY, rid, {"block_hashes": full}))
+        self._have[(md, job.request_id)] = waiter
+        query = control(FrameType.KV_QUERY, job.request_id, {"block_hashes": full})
+        job.query = asyncio.ensure_future(self._query(md, query, waiter))
+        # Retrieved here too: a plane stopping mid-query must not log "never retrieved".
+        job.query.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def _query(self, md: str, query: Frame, waiter: asyncio.Future[int]) -> tuple[int, int]:
         try:
-            have = await asyncio.wait_for(waiter, self.config.limits.idle_timeout_s)
+            sent = await self.peer(md, lane="control").send(query)
+        except ConnectionError:
+            self._have.pop((md, query.request_id), None)
+            raise
+        have = await waiter
+        mark(query.request_id, "p_kv_have")
+        return sent, have
+
+    async def _send_missing(
+        self, md: str, job: PrefillJob, blocks: list[KVBlock], first: int
+    ) -> tuple[int, int]:
+        """Take MD's answer to the query sent at prefill time, then send only the blocks its
+        DRC lacks; returns (bytes, blocks held)."""
+        rid, link = job.request_id, self.peer(md)
+        full = sum(1 for b in blocks if len(b.tokens) == self.engine.block_size)
+        if job.query is None:
+            self._ask_md(job, blocks)
+        assert job.query is not None
+        try:
+            sent, have = await asyncio.wait_for(
+                asyncio.shield(job.query), self.config.limits.idle_timeout_s
+            )
         finally:
             self._have.pop((md, rid), None)
+            if not job.query.done():
+                job.query.cancel()
         if have < 0:
             return sent, 0  # MD released it already: no KV crosses the WAN for nothing
-        have = min(have, len(full))
-        sent += await self._send_all(link, rid, blocks, first, tokens, start=have)
+        have = min(have, full)
+        sent += await self._send_all(link, rid, blocks, first, len(job.prompt), start=have)
         return sent, have

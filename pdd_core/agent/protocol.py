@@ -74,6 +74,7 @@ class FrameType(IntEnum):
     PONG = 14  # {}
     CACHE_EVENT = 15  # P, MD -> gateway: {added, removed}: block hashes entering/leaving a cache
     WATCH = 16  # RLD -> MD: {}: answer HANDOFF_ACK{absorbed: 0} once the prefill KV is in
+    PREFILLED = 17  # P -> gateway: {}: the prefill pass ended; the KV transfers start now
 
 
 CONTROL_TYPES = frozenset(t for t in FrameType if t is not FrameType.KV_BLOCK)

@@ -19,8 +19,10 @@ from typing import Any
 
 from pdd_core.agent.base import AgentBase
 from pdd_core.agent.decoding import DecodeLoop, Stream
+from pdd_core.agent.engines import eos_token, offloads
 from pdd_core.agent.protocol import Frame, FrameType, control, parse_kv_block
-from pdd_core.agent.runtime import Conn, PeerLink, eos_token, offloads
+from pdd_core.agent.runtime import Conn, PeerLink
+from pdd_core.agent.trace import mark
 from pdd_core.engine.protocol import DecodeState, EngineError, KVBlock, PacedEngine
 from pdd_core.routing import HandoffMode, choose_handoff_mode
 
@@ -61,6 +63,7 @@ class RelayAgent(AgentBase):
                 KVBlock(block.index, block.block_hash, block.tokens, block.data)
             )
         elif frame.type is FrameType.KV_DONE:
+            mark(rid, "rld_kv_done")
             self._stream(rid).kv_done = dict(frame.body)
         elif frame.type is FrameType.CANCEL:
             gone = self.streams.pop(rid, None)
@@ -86,6 +89,7 @@ class RelayAgent(AgentBase):
         stream.blocks = []
         first = int(stream.kv_done.get("first_token", 0))
         stream.state = DecodeState(stream.request_id, kv, first)
+        mark(stream.request_id, "rld_first_token")
         if not await stream.emit(first):
             await self._finish(stream)
             return
@@ -99,7 +103,7 @@ class RelayAgent(AgentBase):
         try:
             await self.peer(md).send(control(FrameType.WATCH, stream.request_id))
         except ConnectionError as exc:
-            log.warning("%s: cannot watch %s: %s (finishing on RLD)", stream.request_id, md, exc)
+            log.warning("%s: cannot watch %s: %r (finishing on RLD)", stream.request_id, md, exc)
 
     async def _after_token(self, stream: Stream, token: int) -> bool:
         if stream.request_id in self.handoff and self.handoff[stream.request_id].get("final"):
@@ -184,7 +188,7 @@ class RelayAgent(AgentBase):
                 info.pop("final", None)
                 self.handoff.pop(stream.request_id, None)
                 self.loop.add(stream)
-            log.warning("%s: handoff failed: %s", stream.request_id, exc)
+            log.warning("%s: handoff failed: %r", stream.request_id, exc)
             return
         if final:
             info["handed_over"] = len(stream.emitted)

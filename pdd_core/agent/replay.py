@@ -34,36 +34,45 @@ TRACE_BLOCK = 512  # tokens per Mooncake hash id
 
 
 @functools.cache
-def _words() -> tuple[str, ...]:
+def _words() -> dict[int, str]:
     tokenizer = bpe()
-    return tuple(tokenizer.decode([w]) for w in tokenizer.words)
+    return {w: tokenizer.decode([w]) for w in tokenizer.words}
 
 
 @functools.lru_cache(maxsize=65536)
-def block_words(hash_id: int, tokens: int) -> tuple[str, ...]:
-    """The words of one trace block: ``tokens`` single-token words fixed by the hash id."""
+def block_ids(hash_id: int, tokens: int) -> tuple[int, ...]:
+    """The token ids of one trace block: ``tokens`` single-token words fixed by the hash id."""
     rng = random.Random(hash_id)
-    words = _words()
+    words = bpe().words
     return tuple(words[rng.randrange(len(words))] for _ in range(tokens))
 
 
 def block_text(hash_id: int, tokens: int) -> str:
     """The text of one trace block: exactly ``tokens`` BPE tokens, a pure function of the id."""
-    return "".join(block_words(hash_id, tokens))
+    words = _words()
+    return "".join(words[i] for i in block_ids(hash_id, tokens))
+
+
+def build_prompt_ids(
+    request: Request, block_tokens: int, trace_block: int = TRACE_BLOCK
+) -> list[int]:
+    """Token ids whose blocks follow the request's hash ids, cut to its (scaled) input length:
+    ``input_tokens`` ids at ``block_tokens == trace_block`` (native size)."""
+    length = max(1, math.ceil(request.input_tokens * block_tokens / trace_block))
+    own = zlib.crc32(request.id.encode()) << 20  # ids of this request's own blocks
+    hashes = list(request.block_hashes) or [own]
+    ids: list[int] = []
+    for position in range(math.ceil(length / block_tokens)):
+        # A request longer than its hash ids say gets blocks of its own past them.
+        hash_id = hashes[position] if position < len(hashes) else own + position
+        ids.extend(block_ids(hash_id, block_tokens))
+    return ids[:length]
 
 
 def build_prompt(request: Request, block_tokens: int, trace_block: int = TRACE_BLOCK) -> str:
-    """Text whose blocks follow the request's hash ids, cut to its (scaled) input length in
-    tokens: ``input_tokens`` BPE tokens at ``block_tokens == trace_block`` (native size)."""
-    length = max(1, math.ceil(request.input_tokens * block_tokens / trace_block))
-    own = zlib.crc32(request.id.encode()) << 20  # ids of this request's own blocks
-    ids = list(request.block_hashes) or [own]
-    words: list[str] = []
-    for position in range(math.ceil(length / block_tokens)):
-        # A request longer than its hash ids say gets blocks of its own past them.
-        hash_id = ids[position] if position < len(ids) else own + position
-        words.extend(block_words(hash_id, block_tokens))
-    return "".join(words[:length])
+    """The text of ``build_prompt_ids``: as many BPE tokens as it has ids."""
+    words = _words()
+    return "".join(words[i] for i in build_prompt_ids(request, block_tokens, trace_block))
 
 
 @dataclass(slots=True)
@@ -83,6 +92,8 @@ class Result:
     status: int = 0
     retry_after: str = ""
     mid_stream: bool = False  # failed after the response started (tokens may have arrived)
+    request_id: str = ""  # the completion's id (the journals' request id)
+    sent_at: float = 0.0  # unix time the request was sent
 
 
 @dataclass(slots=True)
@@ -145,15 +156,17 @@ async def stream_completion(
     """POST one streaming completion and time it from the client's side."""
     parts = urlsplit(url)
     payload = json.dumps(body).encode()
+    sent_at = time.time()
     started = time.perf_counter()
     first: float | None = None
+    request_id = ""
     last = started
     count = 0
     usage: dict[str, Any] = {}
     responded = False
 
     async def run() -> Result:
-        nonlocal first, last, count, usage, responded
+        nonlocal first, last, count, usage, responded, request_id
         reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
         try:
             head = (
@@ -185,6 +198,7 @@ async def stream_completion(
                     done = True
                     break
                 event = json.loads(data)
+                request_id = request_id or str(event.get("id", ""))
                 if "error" in event:
                     error = str(event["error"].get("message", "error"))
                     continue
@@ -225,6 +239,8 @@ async def stream_completion(
                 md_tokens=int(pdd.get("md_tokens", 0)),
                 handoff_mode=str(pdd.get("handoff_mode", "")),
                 wan_bytes=int(pdd.get("wan_bytes", 0)),
+                request_id=request_id,
+                sent_at=sent_at,
             )
         finally:
             writer.close()
@@ -248,8 +264,12 @@ async def replay(
     output_scale: float,
     max_output: int,
     timeout_s: float,
+    token_ids: bool = False,
 ) -> Summary:
-    """Send every request at its (scaled) arrival time; gather the client-side results."""
+    """Send every request at its (scaled) arrival time; gather the client-side results.
+
+    With ``token_ids`` the prompt goes as token ids (``"prompt": [ids]``, which the API
+    takes as is) rather than text, so the gateway does not tokenize it."""
     summary = Summary()
     if not requests:
         return summary
@@ -264,7 +284,7 @@ async def replay(
         max_tokens = min(max_output, wanted) if max_output > 0 else wanted
         body = {
             "model": model,
-            "prompt": build_prompt(request, block_tokens),
+            "prompt": (build_prompt_ids if token_ids else build_prompt)(request, block_tokens),
             "max_tokens": max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},

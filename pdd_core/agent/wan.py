@@ -197,7 +197,7 @@ class WanEmulator:
                 asyncio.open_connection(*upstream, limit=READ_BYTES), self.connect_timeout_s
             )
         except (OSError, TimeoutError) as exc:
-            log.warning("wan: flow %d cannot reach upstream %s: %s", flow.flow, upstream, exc)
+            log.warning("wan: flow %d cannot reach upstream %s: %r", flow.flow, upstream, exc)
             writer.transport.abort()
             return
         self.flows[flow.flow] = flow
@@ -211,7 +211,7 @@ class WanEmulator:
         try:
             await asyncio.gather(*tasks)
         except (OSError, asyncio.IncompleteReadError) as exc:
-            log.info("wan: flow %d ended: %s", flow.flow, exc)
+            log.info("wan: flow %d ended: %r", flow.flow, exc)
         except asyncio.CancelledError:
             # close() cancels the pumps; this handler belongs to the server and ends quietly.
             log.info("wan: flow %d closed with the emulator", flow.flow)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
@@ -228,13 +229,21 @@ def check_cached_prefix(tokens: Sequence[int], cached: SequenceKV | None) -> int
     return min(len(cached), len(tokens) - 1)
 
 
+async def pace(started: float, seconds: float) -> None:
+    """Sleep until ``seconds`` after ``started`` (``time.monotonic``); at least yield once, so
+    a chain of operations never starves the event loop."""
+    await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+
+
 class PacedEngine:
-    """Async facade over an engine: runs each operation, then sleeps its simulated seconds.
+    """Async facade over an engine: runs each operation, then sleeps out its simulated seconds.
 
     Agents await these instead of calling the engine directly, so a roofline-timed engine holds
     the request for as long as the modelled chip would while the event loop serves other
-    connections. With ``offload`` the computation itself runs in a worker thread (for an engine
-    whose real compute is not negligible, such as a larger ``TinyTransformer``).
+    connections. The operation ends ``seconds`` after it started: the host's own time computing
+    it (a timed engine's bookkeeping, a few ms for a long prompt) counts toward them instead of
+    adding to them. With ``offload`` the computation itself runs in a worker thread (for an
+    engine whose real compute is not negligible, such as a larger ``TinyTransformer``).
     """
 
     def __init__(self, engine: Engine, *, offload: bool = False) -> None:
@@ -244,18 +253,21 @@ class PacedEngine:
     async def prefill(
         self, tokens: Sequence[int], cached: SequenceKV | None = None
     ) -> PrefillResult:
+        started = time.monotonic()
         result = await self._run(self.engine.prefill, tokens, cached)
-        await asyncio.sleep(result.seconds)
+        await pace(started, result.seconds)
         return result
 
     async def decode_step(self, batch: Sequence[DecodeState]) -> StepResult:
+        started = time.monotonic()
         result = await self._run(self.engine.decode_step, batch)
-        await asyncio.sleep(result.seconds)
+        await pace(started, result.seconds)
         return result
 
     async def extend(self, context: SequenceKV, tokens: Sequence[int]) -> ExtendResult:
+        started = time.monotonic()
         result = await self._run(self.engine.extend, context, tokens)
-        await asyncio.sleep(result.seconds)
+        await pace(started, result.seconds)
         return result
 
     async def _run(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:

@@ -52,3 +52,14 @@ def test_the_record_judges_the_sla_by_the_products_one_rule_the_p90_targets() ->
     assert met(1.9, 0.04) is True
     assert met(3.0, 0.04) is False  # within the P99 target, over the P90 one
     assert met(1.9, 0.07) is False
+
+
+def test_the_journal_gives_wan_bytes_at_the_real_size_not_the_wire_scale() -> None:
+    outcome = Outcome("cmpl-4", ROUTE, tokens=[5] * 4, wan_bytes=1_820_711)
+    scaled = RecordContext("acme", "abc", "deepseek-v3", "dc-a", "gateway", payload_scale=0.001)
+
+    record = gateway_record(outcome, ROUTE, scaled, SLA(), failed=False).to_json()
+    unscaled = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=False).to_json()
+
+    assert record["wan_bytes"] == 1_820_711_000
+    assert unscaled["wan_bytes"] == 1_820_711

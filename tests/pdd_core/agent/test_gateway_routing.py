@@ -133,3 +133,37 @@ async def test_the_gateway_decides_as_pdd_core_predict_does_on_the_same_state(
     assert route.predicted_ttft_s == expected.predicted_ttft_s
     assert route.rejected is expected.rejected
     assert (route.hit_tokens_p, route.hit_tokens_md) == (320, 320)
+
+
+def test_with_no_decode_stage_the_error_names_it_and_why_each_agent_is_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pdd_core.agent.gateway_types import UpstreamError
+    from pdd_core.agent.runtime import PeerLink
+
+    config, _ = resolve(load_config(TINY), tmp_path)
+    gw = Gateway(config, "gateway")
+    monkeypatch.setattr(PeerLink, "up", property(lambda self: True))  # every socket connected
+    gw.probe.unreachable.update({"md-0", "md-1"})  # a blackholed WAN: silent on the probe
+    gw.avoid.add("rld-0")
+
+    with pytest.raises(UpstreamError) as raised:
+        gw.route(list(range(40)), 4, {})
+
+    assert str(raised.value) == (
+        "no decode agent (relay or main decode) is reachable (rld-0: failed this request; "
+        "md-0: silent for over 1.5 s (WAN probe); md-1: silent for over 1.5 s (WAN probe))"
+    )
+
+
+def test_with_no_prefill_agent_connected_the_error_says_so(tmp_path: Path) -> None:
+    from pdd_core.agent.gateway_types import UpstreamError
+
+    config, _ = resolve(load_config(TINY), tmp_path)
+    gw = Gateway(config, "gateway")  # never started: no connection is up
+
+    with pytest.raises(
+        UpstreamError,
+        match=r"^no prefill agent is reachable \(p-0: not connected; p-1: not connected\)$",
+    ):
+        gw.route(list(range(40)), 4, {})

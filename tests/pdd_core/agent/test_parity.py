@@ -50,3 +50,50 @@ def test_the_table_gives_ratios_and_point_differences() -> None:
     assert lines[3].split()[-1] == "1.00x"
     assert lines[6].split()[-2:] == ["-10.0", "pt"]
     assert not math.isnan(float(lines[-1].split()[-1].rstrip("x")))
+
+
+def test_trace_lines_of_every_log_join_into_one_timeline_per_request(tmp_path: Path) -> None:
+    from pdd_core.agent.trace import read_marks
+
+    (tmp_path / "gateway.log").write_text(
+        "2026-11-30 17:00:00 pdd.trace trace cmpl-1 gateway_received 100.000000\n"
+        "2026-11-30 17:00:00 aiohttp.access noise\n"
+        "2026-11-30 17:00:01 pdd.trace trace cmpl-1.r1 gateway_routed 100.500000\n"
+    )
+    (tmp_path / "p-0.log").write_text(
+        "x pdd.trace trace cmpl-1 p_prefill_start 100.010000\n"
+        "x pdd.trace trace cmpl-1 p_prefill_start 100.900000\n"  # a resume: the first counts
+    )
+
+    marks = read_marks(sorted(tmp_path.glob("*.log")))
+
+    assert marks == {
+        "cmpl-1": {"gateway_received": 100.0, "gateway_routed": 100.5, "p_prefill_start": 100.01}
+    }
+
+
+def test_a_timeline_puts_the_live_milestones_beside_the_simulated_ones() -> None:
+    from pdd_core.agent.parity import timeline
+    from pdd_core.agent.replay import Result
+    from pdd_core.sim.records import RequestRecord
+
+    record = RequestRecord(
+        id="s0-t1", session="s0", tenant="t", arrival_s=1.0, input_tokens=6000,
+        output_tokens=10, pipeline="P-MD", handoff_mode="", hit_tokens_p=4096,
+        hit_tokens_md=4096, miss_tokens=1904, queue_s=0.01, prefill_s=0.1, transfer_s=0.2,
+        handoff_s=0.0, ttft_s=0.32, tpot_mean_s=0.01, longest_stall_s=0.01, finish_s=1.5,
+        wan_bytes=1e8, tokens_rld=0, tokens_md=10, rejected=False, reason="",
+    )  # fmt: skip
+    result = Result(True, ttft_s=0.4, pipeline="P-MD", request_id="cmpl-1", sent_at=100.0)
+    marks = {"gateway_received": 100.002, "p_prefill_start": 100.03, "p_prefill_end": 100.14,
+             "md_kv_done": 100.37}  # fmt: skip
+
+    rows = {line[:24].strip(): line[24:].split() for line in
+            timeline(record, result, marks).splitlines()[2:]}  # fmt: skip
+
+    assert rows["gateway has the request"] == ["-", "0.002", "s"]
+    assert rows["prefill starts"] == ["0.010", "s", "0.030", "s"]
+    assert rows["prefill ends"] == ["0.110", "s", "0.140", "s"]
+    assert rows["MD has the KV"] == ["0.310", "s", "0.370", "s"]
+    assert rows["client first token"] == ["0.320", "s", "0.400", "s"]
+    assert "RLD first token" not in rows  # neither side has it

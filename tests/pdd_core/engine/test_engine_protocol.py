@@ -113,3 +113,37 @@ def test_block_hashes_equal_the_chain_of_chain_hash(
         expected.append(parent)
 
     assert block_hashes(tokens, block_size, partial=partial) == expected
+
+
+async def test_a_paced_operation_ends_its_modelled_seconds_after_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from pdd_core.engine import protocol
+
+    clock = [100.0]
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+        await real_sleep(0)
+
+    class Slow:
+        """An engine whose host bookkeeping takes 0.3 s of a 1.0 s modelled prefill."""
+
+        block_size, vocab_size = 4, 16
+
+        def prefill(self, tokens: list[int], cached: object = None) -> protocol.PrefillResult:
+            clock[0] += 0.3
+            return protocol.PrefillResult(None, 1, 1.0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("pdd_core.engine.protocol.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("pdd_core.engine.protocol.asyncio.sleep", sleep)
+
+    await PacedEngine(Slow()).prefill([1, 2, 3])  # type: ignore[arg-type]
+
+    assert slept == [pytest.approx(0.7)]
+    assert clock[0] == pytest.approx(101.0)

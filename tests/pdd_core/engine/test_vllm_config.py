@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pdd_core.agent.config import ConfigError, config_from_dict
-from pdd_core.agent.runtime import make_engine
+from pdd_core.agent.engines import make_engine
 from pdd_core.engine.protocol import EngineError, KVBlock, block_hashes
 from pdd_core.engine.vllm.config import VLLMConfigError, instance_for, server_command
 from pdd_core.engine.vllm.engine import VLLMEngine
@@ -109,7 +109,8 @@ def test_malformed_vllm_settings_fail_at_start_naming_the_field(
 def test_pdd_core_imports_without_vllm_or_torch() -> None:
     code = (
         "import sys; import pdd_core.engine.vllm.engine, pdd_core.engine.vllm.config, "
-        "pdd_core.agent.runtime; print(sorted({'vllm', 'torch'} & set(sys.modules)))"
+        "pdd_core.agent.engines, pdd_core.agent.runtime; "
+        "print(sorted({'vllm', 'torch'} & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
