@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import connection
 from django.db.models import Field, Model
 from django.utils import timezone
@@ -52,6 +53,24 @@ def _postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _element(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def pg_array(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of plain values (str, int, float, bool, datetime, UUID,
+    None). Built by joining strings: psycopg dumps a list parameter element by element in
+    Python, about four times slower for the thousand values of a batch."""
+    return "{" + ",".join(map(_element, values)) + "}"
+
+
 def _unnest_insert(
     model: type[Model], names: Sequence[str], columns: Sequence[list[Any]], suffix: str
 ) -> list[tuple[Any, ...]]:
@@ -61,8 +80,11 @@ def _unnest_insert(
     arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in fields)
     sql = (f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
            f"SELECT * FROM unnest({arrays}) {suffix}")  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.execute(sql, list(columns))
+    connection.ensure_connection()
+    # A server-side-binding cursor: each array is one text parameter, not quoted into the SQL
+    # text by Django's default client-side-binding cursor.
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, [pg_array(column) for column in columns])
         return list(cursor.fetchall()) if "RETURNING" in suffix else []
 
 
