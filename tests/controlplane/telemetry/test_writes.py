@@ -26,6 +26,12 @@ def test_strings_with_quotes_backslashes_braces_and_the_word_null_survive() -> N
     assert read_back(values, "varchar(64)") == values
 
 
+def test_plain_strings_and_integers_take_the_short_path_and_survive() -> None:
+    assert read_back(["a", "NULL", "x,y", "{z}", ""], "text") == ["a", "NULL", "x,y", "{z}", ""]
+    assert read_back(['x","y', "ok"], "text") == ['x","y', "ok"]
+    assert read_back([1, -2, 3], "integer") == [1, -2, 3]
+
+
 def test_numbers_booleans_times_and_uuids_survive() -> None:
     when = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
     offset = when.astimezone(timezone(timedelta(hours=-3, minutes=-30)))
