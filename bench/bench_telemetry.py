@@ -14,6 +14,8 @@ path), and for 1 and 2 daphne processes, it migrates a scratch PostgreSQL databa
 - **bulk**: ``--posters`` client threads POST batches of ``--batch`` records (round-robin over
   the processes) to ``/api/v1/telemetry/records/``: records ingested per second, and per
   CPU-second of the daphne processes (their user + system time over the load, from /proc);
+- **rollups exact**: after the load, the all-time rollup counters sum to the stored records
+  (both processes added to the same rows);
 - **latency**: while the bulk load runs, a probe POSTs one record of tenant ``probe`` 0.6 s
   after the previous probe's message (longer than the live throttle) and waits for the push on
   ``/ws/live/?scope=tenant:probe`` of a WebSocket held on process 0: p50/p99 of POST start ->
@@ -58,6 +60,15 @@ for slug in ("bench", "probe"):
 site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
 print(api_token_issue(name="bench-agent-%s", scope="agent", site=site).secret)
 print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
+"""
+
+
+# Rollups exact across processes: the all-time counters sum to the stored records.
+ROLLUPS_CHECK = """
+from django.db.models import Sum
+from controlplane.telemetry.models import RequestRecord, TelemetryRollup
+total = TelemetryRollup.objects.filter(window_s=0).aggregate(n=Sum("requests"))["n"]
+print(RequestRecord.objects.count(), total)
 """
 
 
@@ -224,9 +235,10 @@ def run_one(path: str, root: Path, env: dict[str, str], args: argparse.Namespace
         stop.set()
         prober.join()
         lat = result["lat"]
+        stored, counted = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-2:]
         return {"path": path, "procs": procs, "bulk": bulk, "per_cpu": bulk * elapsed / cpu,
                 "cpu_share": cpu / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                "probes": len(lat)}  # fmt: skip
+                "probes": len(lat), "exact": stored == counted}  # fmt: skip
     finally:
         server.stop()
 
@@ -290,12 +302,14 @@ def main() -> None:
     print(f"\n{backend}; {os.cpu_count()} CPUs (shared); {args.batch} records/POST, "
           f"{args.posters} posters, {args.records} records; base = {args.baseline}\n")  # fmt: skip
     print("| path | daphne procs | records/s | goal | records per daphne CPU-s | "
-          "daphne CPUs busy | POST->WS p50 ms | p99 ms | p99 goal ms | probes |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "daphne CPUs busy | POST->WS p50 ms | p99 ms | p99 goal ms | probes | "
+          "rollups = records |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['path']} | {r['procs']} | {r['bulk']:,.0f} | {GOAL_RPS:,} | "
               f"{r['per_cpu']:,.0f} | {r['cpu_share']:.2f} | {r['p50'] * 1e3:.0f} | "
-              f"{r['p99'] * 1e3:.0f} | {GOAL_P99_S * 1e3:.0f} | {r['probes']} |")  # fmt: skip
+              f"{r['p99'] * 1e3:.0f} | {GOAL_P99_S * 1e3:.0f} | {r['probes']} | "
+              f"{'yes' if r['exact'] else 'NO'} |")  # fmt: skip
     for procs in args.web_procs:
         now = [r for r in rows if r["path"] == "now" and r["procs"] == procs]
         old = [r for r in rows if r["path"] == "base" and r["procs"] == procs]
