@@ -1,24 +1,29 @@
-"""Telemetry ingestion throughput and POST-to-WebSocket latency, embedded vs PostgreSQL + Redis.
+"""Telemetry ingestion throughput and POST-to-WebSocket latency: this tree vs a baseline commit.
 
 Run by hand (not a test)::
 
-    .venv/bin/python bench/bench_telemetry.py                    # both backends
-    .venv/bin/python bench/bench_telemetry.py --backend embedded --records 30000
+    .venv/bin/python bench/bench_telemetry.py                       # PostgreSQL + Redis
+    .venv/bin/python bench/bench_telemetry.py --records 20000 --baseline 81c2089
+    .venv/bin/python bench/bench_telemetry.py --backend embedded     # SQLite, this tree only
 
-For each backend it migrates a scratch database (SQLite in a temporary PDD_DATA_DIR; or
-``pdd_bench_monitor`` on the PostgreSQL of ``--postgres`` with Redis db ``--redis`` as channel
-layer), starts ``--web-procs`` daphne processes (1 on the embedded defaults: the in-memory layer
-cannot span processes), and measures side by side:
+For each code path, this tree (``now``) and the ``--baseline`` commit unpacked with ``git
+archive`` into a temporary directory (``base``; by default the commit before the bulk ingestion
+path), and for 1 and 2 daphne processes, it migrates a scratch PostgreSQL database (Redis db
+``--redis`` as channel layer), starts the processes and measures:
 
 - **bulk**: ``--posters`` client threads POST batches of ``--batch`` records (round-robin over
-  the processes) to ``/api/v1/telemetry/records/``: records ingested per second;
-- **per-record baseline**: the same endpoint with one record per POST;
+  the processes) to ``/api/v1/telemetry/records/``: records ingested per second, and per
+  CPU-second of the daphne processes (their user + system time over the load, from /proc);
+- **rollups exact**: after the load, the all-time rollup counters sum to the stored records
+  (both processes added to the same rows);
 - **latency**: while the bulk load runs, a probe POSTs one record of tenant ``probe`` 0.6 s
   after the previous probe's message (longer than the live throttle) and waits for the push on
   ``/ws/live/?scope=tenant:probe`` of a WebSocket held on process 0: p50/p99 of POST start ->
   message received.
 
-Client and server share this machine's CPUs; the figures are what one box does, not a cluster.
+Client, servers and PostgreSQL share this machine's CPUs (and other users'): the figures are
+what this box does, not a cluster; the per-CPU-second figure is the one that carries over.
+GOAL_RPS is the goal of issue #16 (a fleet at 10,000 requests/s reporting with headroom).
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+GOAL_RPS = 50_000
+GOAL_P99_S = 1.0
+# The last commit before the bulk ingestion path (msgspec, COPY, request keys, partitions).
+BASELINE = "81c2089"
 SETUP = """
 from controlplane.accounts.services import api_token_issue
 from controlplane.billing.models import Tenant
@@ -51,6 +60,15 @@ for slug in ("bench", "probe"):
 site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
 print(api_token_issue(name="bench-agent-%s", scope="agent", site=site).secret)
 print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
+"""
+
+
+# Rollups exact across processes: the all-time counters sum to the stored records.
+ROLLUPS_CHECK = """
+from django.db.models import Sum
+from controlplane.telemetry.models import RequestRecord, TelemetryRollup
+total = TelemetryRollup.objects.filter(window_s=0).aggregate(n=Sum("requests"))["n"]
+print(RequestRecord.objects.count(), total)
 """
 
 
@@ -76,17 +94,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class Server:
-    """Scratch database + daphne processes for one backend."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of processes, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return total / tick
 
-    def __init__(self, env: dict[str, str], procs: int) -> None:
-        self.env = env
+
+class Server:
+    """Scratch database + daphne processes running the code in ``root``."""
+
+    def __init__(self, env: dict[str, str], procs: int, root: Path) -> None:
+        self.env = {**env, "PYTHONPATH": str(root)}
+        self.root = root
         self.ports = [free_port() for _ in range(procs)]
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def manage(self, *args: str) -> str:
-        return subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=self.env, check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
+        return subprocess.run([PY, "manage.py", *args], cwd=self.root, env=self.env,
+                              check=True, capture_output=True, text=True).stdout  # fmt: skip
 
     def start(self) -> tuple[str, str]:
         self.manage("migrate", "--noinput", "-v0")
@@ -96,7 +125,7 @@ class Server:
             self.procs.append(subprocess.Popen(
                 [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                  "controlplane.asgi:application"],
-                cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
+                cwd=self.root, env=self.env, stdout=subprocess.DEVNULL,
                 stderr=open(Path(self.env["PDD_DATA_DIR"]) / f"daphne-{port}.log", "w"),  # noqa: SIM115
             ))  # fmt: skip
         for port in self.ports:
@@ -107,6 +136,9 @@ class Server:
                 except OSError:
                     time.sleep(0.1)
         return agent, viewer
+
+    def cpu(self) -> float:
+        return cpu_seconds([p.pid for p in self.procs])
 
     def stop(self) -> None:
         for p in self.procs:
@@ -126,8 +158,9 @@ def post(conn: http.client.HTTPConnection, token: str, body: bytes) -> int:
     return int(json.loads(data)["accepted"])
 
 
-def load(ports: list[int], token: str, total: int, batch: int, posters: int) -> float:
-    """Records per second of ``total`` records in batches of ``batch`` over ``posters``."""
+def load(ports: list[int], token: str, total: int, batch: int, posters: int) -> tuple[float, float]:
+    """Records per second of ``total`` records in batches of ``batch`` over ``posters``, and
+    the seconds it took."""
     bodies = [json.dumps({"records": records(batch)}).encode() for _ in range(total // batch)]
     chunks = [bodies[i::posters] for i in range(posters)]
     accepted = [0] * posters
@@ -145,7 +178,7 @@ def load(ports: list[int], token: str, total: int, batch: int, posters: int) -> 
         t.join()
     elapsed = time.perf_counter() - started
     assert sum(accepted) == len(bodies) * batch, (sum(accepted), len(bodies) * batch)
-    return sum(accepted) / elapsed
+    return sum(accepted) / elapsed, elapsed
 
 
 async def probe_latencies(ports: list[int], agent: str, viewer: str, stop: threading.Event,
@@ -177,14 +210,12 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def run_backend(
-    name: str, env: dict[str, str], args: argparse.Namespace, procs: int
-) -> dict[str, Any]:
-    server = Server(env, procs)
+def run_one(path: str, root: Path, env: dict[str, str], args: argparse.Namespace,
+            procs: int) -> dict[str, Any]:  # fmt: skip
+    server = Server(env, procs, root)
     agent, viewer = server.start()
     try:
         load(server.ports, agent, args.batch * 2, args.batch, 1)  # warm-up
-        single = load(server.ports, agent, args.single, 1, args.posters)
         stop, measuring = threading.Event(), threading.Event()
         result: dict[str, Any] = {}
 
@@ -197,67 +228,94 @@ def run_backend(
         prober.start()
         time.sleep(1.5)
         measuring.set()
-        bulk = load(server.ports, agent, args.records, args.batch, args.posters)
+        cpu = server.cpu()
+        bulk, elapsed = load(server.ports, agent, args.records, args.batch, args.posters)
+        cpu = server.cpu() - cpu
         measuring.clear()
         stop.set()
         prober.join()
         lat = result["lat"]
-        return {"backend": name, "procs": procs, "single": single, "bulk": bulk,
-                "p50": pct(lat, 50), "p99": pct(lat, 99), "probes": len(lat)}  # fmt: skip
+        stored, counted = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-2:]
+        return {"path": path, "procs": procs, "bulk": bulk, "per_cpu": bulk * elapsed / cpu,
+                "cpu_share": cpu / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
+                "probes": len(lat), "exact": stored == counted}  # fmt: skip
     finally:
         server.stop()
 
 
-def postgres_env(base: dict[str, str], args: argparse.Namespace) -> dict[str, str]:
+def postgres_env(base: dict[str, str], args: argparse.Namespace, name: str) -> dict[str, str]:
     import psycopg
 
     admin = args.postgres.rsplit("/", 1)[0] + "/postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS pdd_bench_monitor WITH (FORCE)")
-        conn.execute("CREATE DATABASE pdd_bench_monitor")
-    url = args.postgres.rsplit("/", 1)[0] + "/pdd_bench_monitor"
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
     return {**base, "DATABASE_URL": url, "REDIS_URL": args.redis,
             "PDD_CHANNEL_PREFIX": f"bench{uuid.uuid4().hex[:6]}"}  # fmt: skip
 
 
+def unpack(commit: str, into: Path) -> Path:
+    """The control plane of ``commit`` (``git archive``), to run the baseline from."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "manage.py", "controlplane", "frontend",
+         "pdd_core", "fixtures"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--backend", choices=["embedded", "postgres", "both"], default="both")
+    parser.add_argument("--backend", choices=["embedded", "postgres"], default="postgres")
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--single", type=int, default=1000, help="records for the baseline")
     parser.add_argument("--posters", type=int, default=4)
-    parser.add_argument("--web-procs", type=int, default=2, help="daphne processes (postgres)")
+    parser.add_argument("--web-procs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--baseline", default=BASELINE, help="commit of the previous path")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13")
+    parser.add_argument("--db-prefix", default="pdd_bench_telemetry")
     args = parser.parse_args()
-    base = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    base = {k: v for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "REDIS_URL", "PYTHONPATH"}}  # fmt: skip
     rows = []
-    tmp = tempfile.mkdtemp(prefix="pdd-bench-telemetry-")
+    tmp = Path(tempfile.mkdtemp(prefix="pdd-bench-telemetry-"))
     print(f"server logs in {tmp}")
-    base["PDD_DATA_DIR"] = tmp
+    base["PDD_DATA_DIR"] = str(tmp)
     base["PDD_LOG_LEVEL"] = "WARNING"
     try:
-        if args.backend in {"embedded", "both"}:
-            rows.append(run_backend("SQLite + in-memory", base, args, 1))
-        if args.backend in {"postgres", "both"}:
-            env = postgres_env(base, args)
-            rows.append(run_backend("PostgreSQL + Redis", env, args, 1))
-            if args.web_procs > 1:
-                rows.append(run_backend("PostgreSQL + Redis", postgres_env(base, args), args,
-                                        args.web_procs))  # fmt: skip
+        if args.backend == "embedded":  # the in-memory layer cannot span processes
+            rows.append(run_one("now", ROOT, base, args, 1))
+        else:
+            paths = [("base", unpack(args.baseline, tmp / "base")), ("now", ROOT)]
+            for procs in args.web_procs:
+                for path, root in paths:
+                    env = postgres_env(base, args, f"{args.db_prefix}_{path}")
+                    rows.append(run_one(path, root, env, args, procs))
     finally:
         if not os.environ.get("PDD_BENCH_KEEP"):
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n{os.cpu_count()} CPUs; bulk = {args.batch} records/POST, {args.posters} posters, "
-          f"{args.records} records; baseline = 1 record/POST\n")  # fmt: skip
-    print("| backend | daphne procs | per-record rec/s | bulk rec/s | bulk/per-record | "
-          "POST->WS p50 ms | p99 ms | probes |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    backend = "SQLite + in-memory" if args.backend == "embedded" else "PostgreSQL + Redis"
+    print(f"\n{backend}; {os.cpu_count()} CPUs (shared); {args.batch} records/POST, "
+          f"{args.posters} posters, {args.records} records; base = {args.baseline}\n")  # fmt: skip
+    print("| path | daphne procs | records/s | goal | records per daphne CPU-s | "
+          "daphne CPUs busy | POST->WS p50 ms | p99 ms | p99 goal ms | probes | "
+          "rollups = records |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['backend']} | {r['procs']} | {r['single']:,.0f} | {r['bulk']:,.0f} | "
-              f"{r['bulk'] / r['single']:.1f}x | {r['p50'] * 1e3:.0f} | {r['p99'] * 1e3:.0f} | "
-              f"{r['probes']} |")  # fmt: skip
+        print(f"| {r['path']} | {r['procs']} | {r['bulk']:,.0f} | {GOAL_RPS:,} | "
+              f"{r['per_cpu']:,.0f} | {r['cpu_share']:.2f} | {r['p50'] * 1e3:.0f} | "
+              f"{r['p99'] * 1e3:.0f} | {GOAL_P99_S * 1e3:.0f} | {r['probes']} | "
+              f"{'yes' if r['exact'] else 'NO'} |")  # fmt: skip
+    for procs in args.web_procs:
+        now = [r for r in rows if r["path"] == "now" and r["procs"] == procs]
+        old = [r for r in rows if r["path"] == "base" and r["procs"] == procs]
+        if now and old:
+            print(f"{procs} procs: now / base = {now[0]['bulk'] / old[0]['bulk']:.1f}x records/s, "
+                  f"{now[0]['per_cpu'] / old[0]['per_cpu']:.1f}x per daphne CPU-s")  # fmt: skip
 
 
 if __name__ == "__main__":

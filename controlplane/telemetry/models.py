@@ -2,8 +2,11 @@
 
 One row per request id and entry site, written once: agents retry batches, so ingestion is
 idempotent on ``(site, request_id)`` and a row is never updated afterwards (a different record
-under a known id is refused as a conflict). Rollups, SLA rules and alerts are derived from these
-rows; billing gets its own ``UsageRecord`` from the same ingestion call.
+under a known id is refused as a conflict). The uniqueness lives in ``RequestKey``, a small
+unpartitioned table, because on PostgreSQL ``RequestRecord`` is partitioned by day of
+``finish_time`` (``telemetry.partitions``) and a unique constraint of a partitioned table must
+include the partition key. Rollups, SLA rules and alerts are derived from these rows; billing
+gets its own ``UsageRecord`` from the same ingestion call.
 """
 
 from __future__ import annotations
@@ -14,11 +17,30 @@ from django.db.models import F, Q
 from controlplane.core.choices import HandoffMode, Pipeline
 
 
+class RequestKey(models.Model):
+    """The identity of a stored record: ingestion inserts the key first (``ON CONFLICT DO
+    NOTHING``) and writes the record only when the key is new, so a retried or concurrent
+    duplicate is refused by this table's unique index. Pruned with its record."""
+
+    site = models.CharField(max_length=64)
+    request_id = models.CharField(max_length=128)
+    finish_time = models.DateTimeField(help_text="the record's, to prune keys with records")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["site", "request_id"], name="requestkey_unique"),
+        ]
+        indexes = [models.Index(fields=["finish_time"], name="requestkey_finish")]
+
+    def __str__(self) -> str:
+        return f"{self.site}/{self.request_id}"
+
+
 class RequestRecord(models.Model):
     """One served (or rejected) request: tokens, timings and where it ran.
 
-    ``batch`` is the id of the ingestion call that inserted the row; it lets that call count
-    exactly the rows it inserted when a concurrent call inserted some of the same request ids.
+    ``batch`` is the id of the ingestion call that inserted the row. On PostgreSQL the table is
+    partitioned by day of ``finish_time`` and its primary key is ``(id, finish_time)``.
     """
 
     request_id = models.CharField(max_length=128, help_text="unique within its site")
@@ -43,7 +65,7 @@ class RequestRecord(models.Model):
     md_tokens = models.PositiveIntegerField(default=0)
     sla_met = models.BooleanField()
     rejected = models.BooleanField(default=False)
-    batch = models.UUIDField(db_index=True, editable=False)
+    batch = models.UUIDField(editable=False)
     source_token = models.ForeignKey(
         "accounts.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -54,11 +76,9 @@ class RequestRecord(models.Model):
         indexes = [
             models.Index(fields=["tenant", "finish_time"]),
             models.Index(fields=["finish_time"], name="requestrecord_finish"),
+            models.Index(fields=["site", "request_id"], name="requestrecord_site_request"),
         ]
         constraints = [
-            models.UniqueConstraint(
-                fields=["site", "request_id"], name="requestrecord_unique_site_request"
-            ),
             models.CheckConstraint(
                 condition=Q(input_tokens=F("hit_tokens") + F("miss_tokens")),
                 name="requestrecord_input_is_hit_plus_miss",

@@ -1,13 +1,14 @@
 """The one ingestion path for what agents report: request records, and billing usage from them.
 
 ``records_ingest`` validates each record on its own (a malformed or implausible record gets its
-own errors and the good ones are kept), then writes ``RequestRecord`` and ``billing.UsageRecord``
-in one transaction with ``bulk_create(ignore_conflicts=True)`` on the unique ``(site,
-request_id)``. Retried or concurrent posts of the same batch therefore count once: on PostgreSQL
-the second insert waits on the unique index for the first transaction and then skips the row. A
-known id whose stored record differs is a conflict, reported as that record's error. The same
-transaction adds the new rows to their rollups (``telemetry.rollups``); once it commits, the
-changed windows are pushed to ``/ws/live/`` (``telemetry.live``).
+own errors and the good ones are kept; ``validation``, ``bounds``), makes sure the days'
+partitions exist (``partitions``), then in one transaction claims the ``(site, request_id)``
+keys and writes ``RequestRecord`` and ``billing.UsageRecord`` in bulk (``writes``). Retried or
+concurrent posts of the same batch therefore count once: the second claim of a key waits on the
+unique index for the first transaction and then skips it. A known id whose stored record
+differs is a conflict, reported as that record's error. The same transaction adds the new rows
+to their rollups (``telemetry.rollups``); once it commits, the changed windows are pushed to
+``/ws/live/`` (``telemetry.live``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.accounts.models import ApiToken
-from controlplane.billing.models import ApiKey, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, Tenant
 from controlplane.inventory.selectors import model_specs
 from controlplane.telemetry.bounds import RecordLimits, record_bound_errors, unknown_model_limits
 from controlplane.telemetry.live import live_publish, rollups_ingest
 from controlplane.telemetry.models import RequestRecord
+from controlplane.telemetry.partitions import day_of, partitions_ensure
 from controlplane.telemetry.validation import records_parse
+from controlplane.telemetry.writes import RECORD_FIELDS, keys_claim, records_write, usage_write
 
 MAX_BATCH = 1000
 
@@ -43,12 +46,6 @@ class IngestResult:
 
 
 Indexed = list[tuple[int, dict[str, Any]]]
-# Every field a stored record keeps from its report: a repeat must match them all.
-RECORD_FIELDS = (
-    "tenant", "api_key_prefix", "model", "pipeline", "arrival_time", "finish_time",
-    "input_tokens", "hit_tokens", "miss_tokens", "output_tokens", "ttft_s", "tpot_s",
-    "wan_bytes", "handoff_mode", "rld_tokens", "md_tokens", "sla_met", "rejected",
-)  # fmt: skip
 CONFLICT = "Conflicts with a different record already reported under this request id."
 
 
@@ -128,7 +125,7 @@ def _conflicting(repeated: Indexed) -> set[int]:
         for row in RequestRecord.objects.filter(
             site__in={r["site"] for _, r in repeated},
             request_id__in={r["request_id"] for _, r in repeated},
-        ).values("site", "request_id", *RECORD_FIELDS)
+        ).values(*dict.fromkeys(("site", "request_id", *RECORD_FIELDS)))
     }
     conflicts = set()
     for index, record in repeated:
@@ -151,15 +148,6 @@ def _touch_api_keys(records: list[dict[str, Any]]) -> None:
         ).update(last_used_at=when)
 
 
-def _usage_of(record: dict[str, Any], tenant_id: int) -> UsageRecord:
-    return UsageRecord(
-        request_id=record["request_id"], tenant_id=tenant_id, model=record["model"],
-        site=record["site"], pipeline=record["pipeline"], time=record["finish_time"],
-        miss_tokens=record["miss_tokens"], hit_tokens=record["hit_tokens"],
-        output_tokens=record["output_tokens"], sla_met=record["sla_met"],
-    )  # fmt: skip
-
-
 def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = None) -> IngestResult:
     """Store new request records and their billing usage; known request ids are skipped.
 
@@ -173,23 +161,15 @@ def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = No
     kept, repeats, tenants = _check_tenants(valid, errors)
     if not kept:
         return IngestResult(accepted=0, duplicates=repeats, errors=errors)
-    batch = uuid.uuid4()
     # A stable insertion order keeps two overlapping concurrent batches from deadlocking.
     kept.sort(key=lambda pair: _identity(pair[1]))
+    partitions_ensure({day_of(r["finish_time"]) for _, r in kept})
     with transaction.atomic():
-        RequestRecord.objects.bulk_create(
-            [RequestRecord(**r, batch=batch, source_token=source_token) for _, r in kept],
-            ignore_conflicts=True,
-        )
-        # Rows this call inserted carry its batch id; the others were there already.
-        inserted = set(RequestRecord.objects.filter(batch=batch).values_list("site", "request_id"))
-        new = [r for _, r in kept if _identity(r) in inserted]
-        conflicts = _conflicting([(i, r) for i, r in kept if _identity(r) not in inserted])
-        UsageRecord.objects.bulk_create(
-            # a rejected request served no tokens and is not billed
-            [_usage_of(r, tenants[r["tenant"]]) for r in new if not r["rejected"]],
-            ignore_conflicts=True,
-        )
+        claimed = keys_claim([r for _, r in kept])
+        new = [r for _, r in kept if _identity(r) in claimed]
+        conflicts = _conflicting([(i, r) for i, r in kept if _identity(r) not in claimed])
+        records_write(new, batch=uuid.uuid4(), source_token=source_token)
+        usage_write(new, tenants)
         _touch_api_keys(new)
         # Rollups in the same transaction: they count exactly the rows this call inserted.
         rows = rollups_ingest(new)

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from controlplane.telemetry.alerts import alerts_evaluate, webhook_request
-from controlplane.telemetry.models import Alert, RequestRecord, TelemetryRollup
+from controlplane.telemetry.models import Alert, RequestKey, RequestRecord, TelemetryRollup
+from controlplane.telemetry.partitions import day_of, partitions_ahead, partitions_drop_before
 from controlplane.telemetry.rollups import CUMULATIVE
 
 WEBHOOK_TIMEOUT_S = 5
@@ -28,14 +29,22 @@ def alerts_evaluate_task() -> dict[str, int]:
 
 @shared_task
 def telemetry_prune_task() -> dict[str, int]:
-    """Delete records and windowed rollups older than ``TELEMETRY_RETENTION_HOURS``; the
-    cumulative counters behind /metrics and billing's usage records stay."""
-    cutoff = timezone.now() - timedelta(hours=int(settings.TELEMETRY_RETENTION_HOURS))
+    """Delete records (and their keys) and windowed rollups older than
+    ``TELEMETRY_RETENTION_HOURS``; the cumulative counters behind /metrics and billing's usage
+    records stay. On PostgreSQL whole days go by dropping their partition, and the partitions
+    of the next days are made ahead (``partitions``)."""
+    now = timezone.now()
+    cutoff = now - timedelta(hours=int(settings.TELEMETRY_RETENTION_HOURS))
+    dropped, in_dropped = partitions_drop_before(cutoff)
     records, _ = RequestRecord.objects.filter(finish_time__lt=cutoff).delete()
+    records += in_dropped
+    keys, _ = RequestKey.objects.filter(finish_time__lt=cutoff).delete()
     rollups, _ = (
         TelemetryRollup.objects.exclude(window_s=CUMULATIVE).filter(start__lt=cutoff).delete()
     )
-    return {"records": records, "rollups": rollups}
+    created = partitions_ahead(day_of(now))
+    return {"records": records, "keys": keys, "rollups": rollups,
+            "partitions_dropped": len(dropped), "partitions_created": len(created)}  # fmt: skip
 
 
 @shared_task(

@@ -1,0 +1,44 @@
+"""The array literals of the bulk writes read back as the values they were made from."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from controlplane.telemetry.writes import pg_array
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+
+def read_back(values: list[Any], pg_type: str) -> list[Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT %s::{pg_type}[]", [pg_array(values)])
+        return list(cursor.fetchone()[0])
+
+
+def test_strings_with_quotes_backslashes_braces_and_the_word_null_survive() -> None:
+    values = ['a"b', "c\\d", "{e,f}", "NULL", "null", "", " sp ", "ünï", None, "x'y"]
+
+    assert read_back(values, "varchar(64)") == values
+
+
+def test_plain_strings_and_integers_take_the_short_path_and_survive() -> None:
+    assert read_back(["a", "NULL", "x,y", "{z}", ""], "text") == ["a", "NULL", "x,y", "{z}", ""]
+    assert read_back(['x","y', "ok"], "text") == ['x","y', "ok"]
+    assert read_back([1, -2, 3], "integer") == [1, -2, 3]
+
+
+def test_numbers_booleans_times_and_uuids_survive() -> None:
+    when = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
+    offset = when.astimezone(timezone(timedelta(hours=-3, minutes=-30)))
+    token = uuid.uuid4()
+
+    assert read_back([0, -5, 2**63 - 1, None], "bigint") == [0, -5, 2**63 - 1, None]
+    assert read_back([0.1, 1e-300, 123.456], "double precision") == [0.1, 1e-300, 123.456]
+    assert read_back([True, False, None], "boolean") == [True, False, None]
+    assert read_back([when, offset], "timestamp with time zone") == [when, when]
+    assert read_back([token], "uuid") == [token]
