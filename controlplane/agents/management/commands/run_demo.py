@@ -2,13 +2,15 @@
 
 On the embedded defaults (SQLite, in-memory channel layer, in-process tasks) it checks that its
 ports are free (and stops at once, saying which one is taken, if not), migrates, seeds the
-catalogs, the demo topology, SLA rules, price books and the operator login, and makes sure the
+catalogs, the demo topology (its WAN link as the demo's emulator runs it), SLA rules, price books
+and the operator login, and makes sure the
 ``demo`` tenant has a gateway API key and each demo site (dc-a, dc-b) a site-bound agent token:
 the ones of the previous run while they are still active (``controlplane.agents.management.
 demo``), so the key and the gateway port stay the same across restarts. Then it starts daphne,
 ``pdd up fixtures/dataplane/timed.json`` registered with it (the gateway on ``--gateway-port``),
 ``manage.py evaluate_alerts --every 5`` (there is no beat process here), ``pdd replay`` of the
-bundled Mooncake sample in a loop with the tenant's key, and one scripted WAN incident (the
+bundled Mooncake sample in a loop with the tenant's key (scaled down by ``DEMO_REPLAY_ARGS`` so
+that the whole demo fits a 2-core machine), and one scripted WAN incident (the
 emulated line's round trip raised for a while, then restored) so that an alert opens and
 resolves in the first minutes. It prints the dashboard URL, the gateway URL and the key.
 Ctrl-C (or SIGTERM) stops everything: each child is terminated, waited for with a bound, then
