@@ -80,8 +80,10 @@ serve: install
 	@echo ""
 	$(BIN)/daphne -b $(HOST) -p $(PORT) controlplane.asgi:application
 
+# PYTEST_ARGS narrows a run, e.g. make test PYTEST_ARGS="tests/pdd_core -x" (default: everything).
+PYTEST_ARGS ?=
 test: install-dev
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .
