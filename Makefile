@@ -29,6 +29,10 @@ check-python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { \
 	  echo "make: '$(PYTHON)' not found; install Python 3.11-3.13 or run e.g. make demo PYTHON=python3.12" >&2; \
 	  exit 1; }
+	@$(PYTHON) -c '' >/dev/null 2>&1 || { \
+	  echo "make: '$(PYTHON)' is on PATH but does not run (a pyenv shim with no version selected? \
+	try PYENV_VERSION=<version> make ..., or PYTHON=/full/path/to/python3.12)" >&2; \
+	  exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; ok = (3, 11) <= v < (3, 14); \
 	  ok or sys.exit("make: $(PYTHON) is Python %d.%d; PDD needs 3.11, 3.12 or 3.13: run e.g. make demo PYTHON=python3.12" % v)'
 
@@ -76,8 +80,10 @@ serve: install
 	@echo ""
 	$(BIN)/daphne -b $(HOST) -p $(PORT) controlplane.asgi:application
 
+# PYTEST_ARGS narrows a run, e.g. make test PYTEST_ARGS="tests/pdd_core -x" (default: everything).
+PYTEST_ARGS ?=
 test: install-dev
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

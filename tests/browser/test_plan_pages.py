@@ -105,3 +105,28 @@ def test_a_plan_worse_than_its_baseline_warns_with_reasons_before_activation(
     page.click("#activate-cancel")
     plan.refresh_from_db()
     assert plan.active is False
+
+
+def test_the_status_badge_follows_a_queued_plan_as_it_runs_and_finishes(
+    eager_server: str, page: Any
+) -> None:
+    from controlplane.planning.models import Plan, PlanStatus
+
+    plan = Plan.objects.create(scenario="small.toml", inputs={}, status=PlanStatus.QUEUED)
+    User.objects.create_superuser("runner", "runner@example.com", "runner-pass-123")
+    log_in(page, eager_server, "runner", "runner-pass-123")
+    page.goto(f"{eager_server}/plans/{plan.pk}/")
+    assert page.inner_text("#plan-status") == "queued"
+
+    Plan.objects.filter(pk=plan.pk).update(
+        status=PlanStatus.RUNNING, progress=40, message="searching designs"
+    )
+    page.wait_for_selector("#plan-status[data-status=running]")
+    assert page.inner_text("#plan-status") == "running"
+    assert page.inner_text("#plan-progress span") == "40%"
+    assert page.inner_text("#plan-progress small") == "searching designs"
+    screenshot(page, "plan-running")
+
+    Plan.objects.filter(pk=plan.pk).update(status=PlanStatus.FAILED, error="planner stopped")
+    page.wait_for_selector("#plan-status[data-status=failed]")
+    assert "planner stopped" in page.inner_text("#plan-error")

@@ -29,7 +29,8 @@ from controlplane.accounts.selectors import api_token_for_bearer
 from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
 from controlplane.billing.models import ApiKey, Tenant
 from controlplane.billing.services import api_key_create, api_key_revoke
-from controlplane.inventory.models import Site
+from controlplane.core.services import model_update
+from controlplane.inventory.models import Link, LinkKind, Site
 
 DEMO_SITES = ("dc-a", "dc-b")
 DEMO_TENANT = "demo"
@@ -105,10 +106,40 @@ def _agent_token(site: Site, saved: object) -> tuple[str, bool]:
     return api_token_issue(name=name, scope="agent", site=site).secret, False
 
 
-def demo_setup(*, operator: str, password: str) -> DemoSecrets:
-    """Migrate, seed, and the demo key and agent tokens: the saved ones while still active."""
+def demo_wan_link(dataplane: Path) -> Link | None:
+    """Register the demo's WAN line as its emulator runs it; returns that link (None: none).
+
+    The seeded topology describes a production line (``fixtures/demo/topology.json``); the
+    demo's data plane emulates a smaller one (``wan`` in ``fixtures/dataplane/<engine>.json``:
+    KV payloads scaled by ``engine.payload_scale`` over a line scaled alike). The topology
+    page's live figures count the bytes that really crossed the emulator, so the link they are
+    read against is the emulated one: same bandwidth, round trip and jitter, no bandwidth jitter.
+    """
+    raw = json.loads(dataplane.read_text(encoding="utf-8"))
+    wan = raw["wan"]
+    sites = {a["site"] for a in raw["agents"]}
+    link = (
+        Link.objects.filter(kind=LinkKind.WAN, source__slug__in=sites, target__slug__in=sites)
+        .order_by("slug")
+        .first()
+    )
+    if link is None:
+        return None
+    return model_update(link, {
+        "bandwidth_gbps": float(wan["bandwidth_gbps"]), "rtt_ms": float(wan["rtt_ms"]),
+        "jitter_ms": float(wan.get("jitter_ms", 0.0)), "bandwidth_jitter": 0.0,
+    })  # fmt: skip
+
+
+def demo_setup(*, operator: str, password: str, dataplane: Path | None = None) -> DemoSecrets:
+    """Migrate, seed, and the demo key and agent tokens: the saved ones while still active.
+
+    With ``dataplane`` (the demo data plane's config) the WAN link is registered as that
+    plane's emulator runs it (``demo_wan_link``)."""
     call_command("migrate", interactive=False, verbosity=0)
     call_command("seed_demo", operator=operator, password=password)
+    if dataplane is not None:
+        demo_wan_link(dataplane)
     saved = _saved()
     saved_tokens = saved.get("agent_tokens")
     tokens_in = saved_tokens if isinstance(saved_tokens, dict) else {}

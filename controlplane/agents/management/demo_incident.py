@@ -30,7 +30,9 @@ def _degrade(wan: WanSpec, rtt_ms: float) -> tuple[int, dict[str, Any]]:
 
 
 def _note(out: Any, text: str) -> None:
-    out.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+    """One line: ``at <Unix seconds> (<local time>) <text>``."""
+    now = time.time()
+    out.write(f"at {now:.1f} ({time.strftime('%H:%M:%S', time.localtime(now))}) {text}\n")
     out.flush()
 
 

@@ -168,3 +168,23 @@ def test_the_banner_says_when_a_plan_from_an_earlier_run_is_still_active() -> No
         f"  Plan:       plan {plan.pk} (config v4) from an earlier run is still active: the "
         "agents run its routing table. `make demo-reset` starts over."
     ) in _banner()
+
+
+def test_the_registered_wan_link_is_the_line_the_demo_emulates() -> None:
+    import json
+
+    from controlplane.agents.management.commands.run_demo import TOPOLOGY
+    from controlplane.inventory.models import Link
+
+    setup()
+
+    wan = json.loads(TOPOLOGY.read_text(encoding="utf-8"))["wan"]
+    link = Link.objects.get(kind="wan")
+    assert (link.source.slug, link.target.slug) == ("dc-a", "dc-b")
+    assert (link.bandwidth_gbps, link.rtt_ms, link.jitter_ms, link.bandwidth_jitter) == (
+        wan["bandwidth_gbps"], wan["rtt_ms"], wan["jitter_ms"], 0.0,
+    )  # fmt: skip
+    assert (
+        "  WAN:        emulated 0.025 Gbps, 10 ms RTT (KV payloads at 0.001 of their size: the "
+        "transfer times of a 25 Gbps line); the topology page shows this line"
+    ) in _banner()

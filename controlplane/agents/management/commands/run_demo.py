@@ -2,13 +2,15 @@
 
 On the embedded defaults (SQLite, in-memory channel layer, in-process tasks) it checks that its
 ports are free (and stops at once, saying which one is taken, if not), migrates, seeds the
-catalogs, the demo topology, SLA rules, price books and the operator login, and makes sure the
+catalogs, the demo topology (its WAN link as the demo's emulator runs it), SLA rules, price books
+and the operator login, and makes sure the
 ``demo`` tenant has a gateway API key and each demo site (dc-a, dc-b) a site-bound agent token:
 the ones of the previous run while they are still active (``controlplane.agents.management.
 demo``), so the key and the gateway port stay the same across restarts. Then it starts daphne,
 ``pdd up fixtures/dataplane/timed.json`` registered with it (the gateway on ``--gateway-port``),
 ``manage.py evaluate_alerts --every 5`` (there is no beat process here), ``pdd replay`` of the
-bundled Mooncake sample in a loop with the tenant's key, and one scripted WAN incident (the
+bundled Mooncake sample in a loop with the tenant's key (scaled down by ``DEMO_REPLAY_ARGS`` so
+that the whole demo fits a 2-core machine), and one scripted WAN incident (the
 emulated line's round trip raised for a while, then restored) so that an alert opens and
 resolves in the first minutes. It prints the dashboard URL, the gateway URL and the key.
 Ctrl-C (or SIGTERM) stops everything: each child is terminated, waited for with a bound, then
@@ -48,6 +50,11 @@ ROOT = Path(settings.BASE_DIR)
 # ``make demo ENGINE=llamacpp`` sets PDD_DEMO_ENGINE: fixtures/dataplane/<engine>.json is the plane.
 TOPOLOGY = ROOT / "fixtures" / "dataplane" / f"{os.environ.get('PDD_DEMO_ENGINE') or 'timed'}.json"
 TRACE = ROOT / "fixtures" / "traces" / "mooncake_conversation_sample.jsonl"
+# The timed plane's load (a demo setting, not physics): the trace's prompts at 1/16 of their
+# native size (a 512-token Mooncake block sent as 32 tokens) and outputs at 1/8, so that the
+# whole demo (control plane, seven agents, the load) fits a 2-core machine and the SLA holds
+# outside the scripted incident; ``pdd replay --help`` explains both options.
+DEMO_REPLAY_ARGS = ["--block-tokens", "32", "--output-scale", "8"]
 # After the load stops: time for the gateway to cancel its abandoned requests at the agents.
 GATEWAY_DRAIN_S = 2.0
 
@@ -61,7 +68,7 @@ class Command(BaseCommand):
         parser.add_argument("--gateway-port", type=int, default=8001)
         parser.add_argument("--operator", default="admin")
         parser.add_argument("--password", default="pdd-demo-admin")
-        parser.add_argument("--speed", type=float, default=5.0, help="replay time compression")
+        parser.add_argument("--speed", type=float, default=1.0, help="replay time compression")
         parser.add_argument("--setup-only", action="store_true", help="database part only")
         parser.add_argument("--reset", action="store_true", help="start over: empty database")
         parser.add_argument(
@@ -78,7 +85,9 @@ class Command(BaseCommand):
         if options["reset"]:
             demo_reset()
             self.stdout.write("run_demo: database emptied, demo secrets forgotten (a fresh start)")
-        demo = demo_setup(operator=options["operator"], password=options["password"])
+        demo = demo_setup(
+            operator=options["operator"], password=options["password"], dataplane=TOPOLOGY
+        )
         if options["setup_only"]:
             self.stdout.write(f"api key: {demo.api_key}")
             for slug, token in demo.agent_tokens.items():
@@ -187,6 +196,7 @@ class Demo:
             f"  Invoice:    {self.url}/api/v1/billing/invoices/{DEMO_TENANT}/"
             f"{time.strftime('%Y-%m')}/   (this month's draft, priced by the seeded price book)",
             f"  Logs:       {self.run_dir}",
+            wan_line(),
             "  Load:       pdd replay of the Mooncake sample, in a loop. Ctrl-C stops all.",
         ]
         if self.incident_after >= 0:
@@ -257,9 +267,9 @@ class Demo:
     def _replay_loop(self, gateway: str) -> None:
         log = self.run_dir / "replay.log"
         # A topology for a small real model scales the trace down ("demo_replay_args"); the
-        # timed plane replays it at a quarter of its native prompt sizes.
+        # timed plane replays it with DEMO_REPLAY_ARGS.
         scale = json.loads(TOPOLOGY.read_text(encoding="utf-8")).get(
-            "demo_replay_args", ["--block-tokens", "128", "--output-scale", "4"]
+            "demo_replay_args", DEMO_REPLAY_ARGS
         )
         while not self.stop.is_set():
             # The key travels in the environment (ps shows argv).
@@ -291,6 +301,19 @@ class Demo:
                 child.wait(timeout=5)
             if child is self.replay:
                 time.sleep(GATEWAY_DRAIN_S)
+
+
+def wan_line() -> str:
+    """The banner's line on the emulated WAN (what the topology page shows as the WAN link)."""
+    raw = json.loads(TOPOLOGY.read_text(encoding="utf-8"))
+    wan, scale = raw["wan"], float(raw["engine"].get("payload_scale", 1.0))
+    line = f"  WAN:        emulated {wan['bandwidth_gbps']:g} Gbps, {wan['rtt_ms']:g} ms RTT"
+    if scale != 1.0:
+        line += (
+            f" (KV payloads at {scale:g} of their size: the transfer times of a "
+            f"{wan['bandwidth_gbps'] / scale:g} Gbps line)"
+        )
+    return line + "; the topology page shows this line"
 
 
 def _agent_names() -> set[str]:

@@ -1,4 +1,5 @@
-// Plan page: draw the server's bathtub figure, poll an unfinished plan, confirm activation.
+// Plan page: draw the server's bathtub figure, poll an unfinished plan (its progress and its
+// status badge: queued, then running), confirm activation.
 (function () {
   "use strict";
   var figure = document.getElementById("bathtub-figure");
@@ -13,6 +14,7 @@
     var bar = progress.querySelector("progress");
     var label = progress.querySelector("span");
     var note = progress.querySelector("small");
+    var badge = document.getElementById("plan-status");
     var poll = function () {
       fetch(progress.dataset.api, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })
@@ -20,6 +22,10 @@
           bar.value = plan.progress;
           label.textContent = plan.progress + "%";
           note.textContent = plan.message || "";
+          if (badge && badge.dataset.status !== plan.status) {
+            badge.dataset.status = plan.status;
+            badge.textContent = plan.status;
+          }
           if (plan.status === "done" || plan.status === "failed") {
             window.location.reload();
           } else {

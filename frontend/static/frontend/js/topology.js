@@ -3,16 +3,23 @@ import { openLive } from "./live.js";
 
 const sites = JSON.parse(document.getElementById("topology-sites").textContent);
 
+// Three significant digits: the demo's emulated line carries Mbit/s, a production one Gbit/s.
+function gbpsText(gbps) {
+  return gbps === 0 ? "0" : gbps >= 100 ? gbps.toFixed(0) : gbps.toPrecision(3);
+}
+
 function update(site, gbps) {
   for (const row of document.querySelectorAll(`tr[data-kind="wan"][data-source="${site}"]`)) {
     const capacity = Number(row.dataset.capacity);
-    row.querySelector(".js-gbps").textContent = gbps.toFixed(3);
+    const cell = row.querySelector(".js-gbps");
+    cell.dataset.gbps = String(gbps);
+    cell.textContent = gbpsText(gbps);
     row.querySelector(".js-util").textContent = capacity ? (100 * gbps / capacity).toFixed(1) + "%" : "–";
   }
 }
 
 for (const row of document.querySelectorAll('tr[data-kind="wan"]')) {
-  update(row.dataset.source, Number(row.querySelector(".js-gbps").textContent) || 0);
+  update(row.dataset.source, Number(row.querySelector(".js-gbps").dataset.gbps) || 0);
 }
 openLive({
   scopes: sites.map((s) => "site:" + s),
