@@ -52,7 +52,7 @@ async def test_records_survive_an_outage_and_arrive_exactly_once(server: ServerP
     token = await sync_to_async(_world)()
     source = ListSource()
     shipper = ReportShipper(
-        ControlPlaneClient(server.url, token, timeout_s=2.0), source, batch_size=40,
+        ControlPlaneClient(server.url, token, timeout_s=10.0), source, batch_size=40,
         idle_s=0.05, first_backoff_s=0.05, max_backoff_s=0.3,
     )  # fmt: skip
     task = asyncio.create_task(shipper.run())
@@ -83,7 +83,7 @@ async def test_malformed_records_are_counted_and_the_good_ones_kept(server: Serv
     token = await sync_to_async(_world)()
     source = ListSource()
     source.items = [record(1), record(2, hit_tokens=5), record(3, tenant="nobody"), record(4)]
-    shipper = ReportShipper(ControlPlaneClient(server.url, token, timeout_s=2.0), source)
+    shipper = ReportShipper(ControlPlaneClient(server.url, token, timeout_s=10.0), source)
 
     left = await shipper.ship_once()
 
@@ -104,7 +104,7 @@ async def test_a_batch_rejected_as_invalid_is_set_aside_not_retried(
     source.items = [*poison, record(10, wan_bytes=2**63 - 1), record(11)]
     dead = tmp_path / "gw.dead.jsonl"
     shipper = ReportShipper(
-        ControlPlaneClient(server.url, token, timeout_s=2.0), source, batch_size=3,
+        ControlPlaneClient(server.url, token, timeout_s=10.0), source, batch_size=3,
         dead_letter=dead,
     )  # fmt: skip
 
