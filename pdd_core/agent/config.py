@@ -7,13 +7,12 @@ reads the same file: ``pdd up`` writes a copy with the free ports it picked, and
 A peer in another site is reached through the WAN emulator's route for it, so the cross-site
 hop is always shaped. Malformed values fail at start with the field named.
 
-API keys appear only as SHA-256 hex digests of the whole key (``hash_secret`` of the control
-plane's accounts app), so a config file can be committed without secrets.
+API keys appear only as SHA-256 hex digests of the whole key (``pdd_core.keys.hash_key``, which
+the control plane's accounts app uses too), so a config file can be committed without secrets.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -28,11 +27,6 @@ ROLES = ("gateway", "prefill", "relay", "main")
 
 class ConfigError(ValueError):
     """The configuration file is malformed; the message names the field."""
-
-
-def hash_key(raw: str) -> str:
-    """SHA-256 hex of a whole API key; the control plane's ``hash_secret`` calls this one."""
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
