@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.test import Client
 
@@ -11,14 +9,6 @@ from controlplane.inventory.models import Link, Site
 from tests import factories
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def viewer_browser(django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw-viewer-1")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.parametrize(
