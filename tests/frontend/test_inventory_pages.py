@@ -52,7 +52,7 @@ def test_negative_bandwidth_shows_error_beside_field_and_writes_nothing(
 
     assert response.status_code == 200
     form = response.context["form"]
-    assert "bandwidth_gbps" in form.errors
+    assert form.errors["bandwidth_gbps"] == ["must be a positive finite number, got -3.0"]
     assert b'id="field-bandwidth_gbps"' in response.content
     assert Link.objects.count() == 0
 
