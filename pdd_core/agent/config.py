@@ -16,13 +16,28 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pdd_core.routing import RoutingTable
 from pdd_core.specs import SLA
 
-ROLES = ("gateway", "prefill", "relay", "main")
+
+
+class ProcessRole(StrEnum):
+    """Every data-plane process ``pdd agent --role`` starts: a configured agent (``ROLES``; the
+    prefill, relay and main agents run ``specs.Role`` P, RLD and MD) or the WAN link emulator.
+    The control plane's agent registry stores these values."""
+
+    GATEWAY = "gateway"
+    PREFILL = "prefill"
+    RELAY = "relay"
+    MAIN = "main"
+    WAN = "wan"
+
+
+ROLES = tuple(r.value for r in ProcessRole if r is not ProcessRole.WAN)
 
 
 class ConfigError(ValueError):
