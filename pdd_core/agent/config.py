@@ -24,7 +24,6 @@ from pdd_core.routing import RoutingTable
 from pdd_core.specs import SLA
 
 
-
 class ProcessRole(StrEnum):
     """Every data-plane process ``pdd agent --role`` starts: a configured agent (``ROLES``; the
     prefill, relay and main agents run ``specs.Role`` P, RLD and MD) or the WAN link emulator.

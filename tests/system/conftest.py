@@ -59,12 +59,18 @@ def start_plane(tmp: Path, topology: Path, **changes: Any) -> DataPlane:
     return plane
 
 
-@pytest.fixture(scope="session")
-def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
-    plane = start_plane(tmp_path_factory.mktemp("tiny"), TINY)
+def running_plane(tmp: Path, topology: Path, **changes: Any) -> Iterator[DataPlane]:
+    """For a fixture to ``yield from``: a started plane, stopped afterwards, whose logs must
+    hold no traceback."""
+    plane = start_plane(tmp, topology, **changes)
     yield plane
     plane.stop()
     assert tracebacks(plane.run_dir) == []
+
+
+@pytest.fixture(scope="session")
+def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
+    yield from running_plane(tmp_path_factory.mktemp("tiny"), TINY)
 
 
 def post(
