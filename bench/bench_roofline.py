@@ -19,41 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pdd_core import perf  # noqa: E402
-from pdd_core.specs import CATALOG_DIR, Attention, ChipSpec, ModelSpec, load_chips, load_models  # noqa: E402
+from pdd_core.specs import ChipSpec, ModelSpec, load_chips, load_models  # noqa: E402
 
 
 def specs() -> tuple[ModelSpec, ChipSpec, str]:
-    """DeepSeek-V3 on H800 from the catalog, or an inline stand-in when it is not written yet."""
-    if (CATALOG_DIR / "models.json").exists() and (CATALOG_DIR / "chips.json").exists():
-        return load_models()["deepseek-v3"], load_chips()["h800"], "catalog deepseek-v3 on h800"
-    model = ModelSpec(
-        id="mla-moe",
-        name="MLA MoE stand-in",
-        total_params_b=671,
-        active_params_b=37,
-        layers=61,
-        hidden_size=7168,
-        attention=Attention.MLA,
-        attention_heads=128,
-        kv_heads=128,
-        head_dim=128,
-        kv_lora_rank=512,
-        rope_dim=64,
-        weight_bytes_per_param=1,
-        moe_experts=256,
-        moe_top_k=8,
-    )
-    chip = ChipSpec(
-        id="h800-like",
-        name="H800-like",
-        bf16_tflops=989,
-        hbm_gib=80,
-        hbm_tbps=3.35,
-        scaleup_gbytes_per_s=200,
-        scaleout_gbits_per_s=400,
-        price_per_hour=2,
-    )
-    return model, chip, "inline MLA MoE stand-in (catalog missing)"
+    """DeepSeek-V3 on H800 from the shipped catalog (``fixtures/catalog``)."""
+    return load_models()["deepseek-v3"], load_chips()["h800"], "catalog deepseek-v3 on h800"
 
 
 def rate(call: Callable[[], object], seconds: float = 0.5) -> float:
@@ -72,7 +43,7 @@ def rate(call: Callable[[], object], seconds: float = 0.5) -> float:
 
 def main() -> None:
     model, chip, label = specs()
-    tp = 8 if model.id != "deepseek-v3" else perf.min_tp(model, chip)
+    tp = perf.min_tp(model, chip)
     contexts = [4096] * 128
     cases: list[tuple[str, Callable[[], object]]] = [
         (

@@ -76,7 +76,7 @@ async def main(args: argparse.Namespace) -> None:
         for agent in (route.prefill, route.main):
             if agent:
                 body = {"added": hashes}
-                await gateway._on_frame(agent, control(FrameType.CACHE_EVENT, "", body))
+                await gateway.on_frame(agent, control(FrameType.CACHE_EVENT, "", body))
 
     instances = [a.id for a in config.agents if a.role in ("prefill", "main")]
     cycle = itertools.cycle(instances)

@@ -71,24 +71,19 @@ def anonymous() -> Any:
     return _client_with(None)
 
 
-@pytest.fixture
-def operator(issue_token: Callable[[str], str]) -> Any:
-    return _client_with(issue_token("operator"))
+def _token_persona(name: str, scope: str) -> Any:
+    """A fixture ``name``: an API client holding a fresh token of ``scope``."""
+
+    def persona(issue_token: Callable[[str], str]) -> Any:
+        return _client_with(issue_token(scope))
+
+    return pytest.fixture(name=name)(persona)
 
 
-@pytest.fixture
-def viewer(issue_token: Callable[[str], str]) -> Any:
-    return _client_with(issue_token("viewer"))
-
-
-@pytest.fixture
-def billing_client(issue_token: Callable[[str], str]) -> Any:
-    return _client_with(issue_token("billing"))
-
-
-@pytest.fixture
-def agent(issue_token: Callable[[str], str]) -> Any:
-    return _client_with(issue_token("agent"))
+operator = _token_persona("operator", "operator")
+viewer = _token_persona("viewer", "viewer")
+billing_client = _token_persona("billing_client", "billing")
+agent = _token_persona("agent", "agent")
 
 
 @pytest.fixture
@@ -96,14 +91,30 @@ def outsider(db: Any) -> Any:
     return _client_with("pdd_deadbeef_not-a-real-secret")
 
 
-@pytest.fixture
-def browser_operator(db: Any, django_user_model: Any) -> Any:
+def _logged_in(user: Any) -> Any:
     from django.test import Client
 
-    user = django_user_model.objects.create_superuser("ops", "ops@example.com", "pw-ops-123")
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture
+def browser_operator(db: Any, django_user_model: Any) -> Any:
+    """A browser session of a superuser (the operator of the pages)."""
+    return _logged_in(
+        django_user_model.objects.create_superuser("ops", "ops@example.com", "pw-ops-123")
+    )
+
+
+@pytest.fixture
+def viewer_browser(db: Any, django_user_model: Any) -> Any:
+    """A browser session of a member of the ``viewer`` group (pages read-only)."""
+    from django.contrib.auth.models import Group
+
+    user = django_user_model.objects.create_user("viewer", password="pw-viewer-1")
+    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
+    return _logged_in(user)
 
 
 @pytest.fixture

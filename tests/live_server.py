@@ -17,6 +17,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pdd_command(*args: str) -> list[str]:
+    """The argv of a ``pdd`` command run with this interpreter (``python -m pdd_core ...``)."""
+    return [sys.executable, "-m", "pdd_core", *args]
+
+
+def up_banner(proc: subprocess.Popen[str], timeout_s: float) -> dict[str, str]:
+    """What ``pdd up`` printed about its plane (``gateway``, ``api key``, ``pids``, ...): its
+    ``key: value`` lines, read until the ``pids`` line, end of output or ``timeout_s``."""
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while "pids" not in seen and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        key, _, value = line.partition(": ")
+        seen[key.strip()] = value.strip()
+    return seen
+
+
 def database_url(settings_dict: dict[str, Any]) -> str:
     if settings_dict["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{settings_dict['NAME']}"

@@ -6,7 +6,8 @@ import hmac
 from typing import Any
 
 from controlplane.accounts.models import ApiToken, Scope
-from controlplane.accounts.services import hash_secret, split_token
+from controlplane.accounts.services import split_token
+from pdd_core.keys import hash_key
 
 # Browser users get their scope from a group of the same name; superusers are operators.
 _GROUP_SCOPES = (Scope.OPERATOR, Scope.BILLING, Scope.VIEWER)
@@ -20,7 +21,7 @@ def api_token_for_bearer(raw: str) -> ApiToken | None:
         return None
     prefix, whole = parsed
     token = ApiToken.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
-    if token is None or not hmac.compare_digest(token.key_hash, hash_secret(whole)):
+    if token is None or not hmac.compare_digest(token.key_hash, hash_key(whole)):
         return None
     return token if token.is_active else None  # expired
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from controlplane.accounts.models import ApiToken, Scope
 from controlplane.core.broadcast import token_sockets_close
 from controlplane.core.consumers import CLOSE_UNAUTHENTICATED
-from pdd_core.agent.config import hash_key
+from pdd_core.keys import hash_key
 
 if TYPE_CHECKING:
     from controlplane.billing.models import Tenant
@@ -29,14 +29,6 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 class IssuedToken:
     token: ApiToken
     secret: str  # the whole bearer value; never stored, shown once
-
-
-def hash_secret(raw: str) -> str:
-    """SHA-256 of the whole token; tokens carry 256 bits of entropy, so no slow KDF is needed.
-
-    The same function the gateway hashes presented keys with, so pushed key hashes match.
-    """
-    return hash_key(raw)
 
 
 def split_token(raw: str) -> tuple[str, str] | None:
@@ -80,7 +72,7 @@ def api_token_issue(
         name=name.strip(),
         scope=scope,
         prefix=prefix,
-        key_hash=hash_secret(raw),
+        key_hash=hash_key(raw),
         tenant=tenant,
         site=site,
         expires_at=expires_at,

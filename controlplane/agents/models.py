@@ -14,14 +14,17 @@ from django.db import models
 from django.utils import timezone
 
 from controlplane.inventory.models import Site, identifier_validator
+from pdd_core.agent.config import ProcessRole
 
 
 class AgentRole(models.TextChoices):
-    GATEWAY = "gateway", "Gateway"
-    PREFILL = "prefill", "Prefill (P)"
-    RELAY = "relay", "Relay decode (RLD)"
-    MAIN = "main", "Main decode (MD)"
-    WAN = "wan", "WAN link emulator"
+    """``pdd_core.agent.config.ProcessRole``, with labels."""
+
+    GATEWAY = ProcessRole.GATEWAY.value, "Gateway"
+    PREFILL = ProcessRole.PREFILL.value, "Prefill (P)"
+    RELAY = ProcessRole.RELAY.value, "Relay decode (RLD)"
+    MAIN = ProcessRole.MAIN.value, "Main decode (MD)"
+    WAN = ProcessRole.WAN.value, "WAN link emulator"
 
 
 class AgentStatus(models.TextChoices):

@@ -18,7 +18,14 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.db.models.functions import TruncMonth
 
-from controlplane.billing.models import Invoice, LineKind, PriceBook, Tenant, UsageRecord
+from controlplane.billing.models import (
+    Invoice,
+    InvoiceLine,
+    LineKind,
+    PriceBook,
+    Tenant,
+    UsageRecord,
+)
 from controlplane.billing.periods import Period, period_of
 from controlplane.billing.pricing import Prices, attainment_pct, line_amounts, total_of
 from controlplane.billing.selectors import USAGE_SUMS
@@ -26,29 +33,11 @@ from controlplane.core.exceptions import ConflictError
 
 
 @dataclass(frozen=True)
-class DraftLine:
-    kind: str
-    usage_period: str
-    model: str
-    price_book: PriceBook
-    requests: int
-    sla_met_requests: int
-    miss_tokens: int
-    hit_tokens: int
-    output_tokens: int
-    miss_amount: Decimal
-    hit_amount: Decimal
-    output_amount: Decimal
-    amount: Decimal
-    saving: Decimal
-
-
-@dataclass(frozen=True)
 class InvoiceDraft:
     tenant: Tenant
     period: Period
     currency: str
-    lines: list[DraftLine]
+    lines: list[InvoiceLine]  # unsaved: issuing sets their invoice
     total: Decimal
     saving: Decimal
     sla: dict[str, Any] = field(default_factory=dict)
@@ -90,7 +79,7 @@ def invoice_compute(
         .annotate(**USAGE_SUMS)
         .order_by("month", "model")
     )
-    lines: list[DraftLine] = []
+    lines: list[InvoiceLine] = []  # unsaved: issuing sets their invoice
     for group in groups:
         month = period_of(group["month"])
         kind = LineKind.USAGE if month.start == period.start else LineKind.ADJUSTMENT
@@ -131,11 +120,13 @@ def invoice_compute(
     )
 
 
-def _priced(kind: str, label: str, model: str, book: PriceBook, sums: dict[str, Any]) -> DraftLine:
+def _priced(
+    kind: str, label: str, model: str, book: PriceBook, sums: dict[str, Any]
+) -> InvoiceLine:
     prices = Prices(book.miss_input_per_mtok, book.hit_input_per_mtok, book.output_per_mtok)
     tokens = {k: int(sums[k] or 0) for k in ("miss_tokens", "hit_tokens", "output_tokens")}
     amounts = line_amounts(prices, **tokens)
-    return DraftLine(
+    return InvoiceLine(
         kind=kind,
         usage_period=label,
         model=model,

@@ -13,13 +13,13 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from controlplane.accounts.services import hash_secret
 from controlplane.billing.invoicing import invoice_compute, unbilled_for
 from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
 from controlplane.billing.periods import Period, period_of
 from controlplane.core.broadcast import config_changed
 from controlplane.core.exceptions import ConflictError
 from controlplane.core.services import model_create, model_update, validated_save
+from pdd_core.keys import hash_key
 
 API_KEY_PREFIX = "tk"
 
@@ -54,7 +54,7 @@ def api_key_create(
     raw = f"{API_KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     key = model_create(
         ApiKey,
-        {"tenant": tenant, "name": name, "prefix": prefix, "key_hash": hash_secret(raw),
+        {"tenant": tenant, "name": name, "prefix": prefix, "key_hash": hash_key(raw),
          "expires_at": expires_at},
     )  # fmt: skip
     # Gateways get the new key's hash as soon as it commits.
@@ -146,19 +146,9 @@ def invoice_issue(*, tenant: Tenant, period: Period, issued_by: str = "") -> Inv
     records.update(invoice=invoice)
     claimed = UsageRecord.objects.filter(invoice=invoice)
     draft = invoice_compute(tenant=tenant, period=period, records=claimed, late=late)
-    InvoiceLine.objects.bulk_create(
-        [
-            InvoiceLine(
-                invoice=invoice, kind=line.kind, usage_period=line.usage_period,
-                model=line.model, price_book=line.price_book, requests=line.requests,
-                sla_met_requests=line.sla_met_requests, miss_tokens=line.miss_tokens,
-                hit_tokens=line.hit_tokens, output_tokens=line.output_tokens,
-                miss_amount=line.miss_amount, hit_amount=line.hit_amount,
-                output_amount=line.output_amount, amount=line.amount, saving=line.saving,
-            )
-            for line in draft.lines
-        ]
-    )  # fmt: skip
+    for line in draft.lines:
+        line.invoice = invoice
+    InvoiceLine.objects.bulk_create(draft.lines)
     invoice.total = draft.total
     invoice.saving = draft.saving
     invoice.sla = draft.sla

@@ -1,4 +1,4 @@
-"""FilterSets shared by the API lists (and later the inventory pages)."""
+"""FilterSets of the inventory API lists (query parameters such as ``?site=`` and ``?role=``)."""
 
 from __future__ import annotations
 

@@ -7,66 +7,43 @@ figures the simulator and planner read from ``fixtures/``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 
 from controlplane.core.services import model_create, model_update
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
 from pdd_core import specs
 
 
+def _spec_columns(spec: Any, model: type[Model]) -> dict[str, Any]:
+    """Every field of a ``pdd_core`` spec that is also a column of ``model`` (its ``id`` is
+    the slug, set by the caller), so a field added to both is seeded without a list to keep."""
+    columns = {f.name for f in model._meta.concrete_fields} - {"id"}
+    return {f.name: getattr(spec, f.name) for f in fields(spec) if f.name in columns}
+
+
 def _chip_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
     spec = specs.chip_from_dict(raw)  # validates
     return {
-        "name": spec.name,
-        "vendor": spec.vendor,
-        "bf16_tflops": spec.bf16_tflops,
-        "fp8_tflops": spec.fp8_tflops,
-        "hbm_gib": spec.hbm_gib,
-        "hbm_tbps": spec.hbm_tbps,
-        "scaleup_gbytes_per_s": spec.scaleup_gbytes_per_s,
-        "scaleout_gbits_per_s": spec.scaleout_gbits_per_s,
-        "scaleup_domain": spec.scaleup_domain,
-        "chips_per_node": spec.chips_per_node,
-        "compute_efficiency": spec.compute_efficiency,
-        "memory_efficiency": spec.memory_efficiency,
+        **_spec_columns(spec, ChipModel),
         "price_per_hour": Decimal(str(spec.price_per_hour)),
-        "source": spec.source,
         "notes": str(raw.get("notes", "")),
         "is_estimate": bool(raw.get("estimate", False)),
     }
 
 
 def _model_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
-    spec = specs.model_from_dict(raw)
-    names = (
-        "name",
-        "total_params_b",
-        "active_params_b",
-        "layers",
-        "hidden_size",
-        "attention_heads",
-        "kv_heads",
-        "head_dim",
-        "kv_lora_rank",
-        "rope_dim",
-        "kv_bytes_per_elem",
-        "weight_bytes_per_param",
-        "moe_experts",
-        "moe_top_k",
-        "moe_shared_experts",
-        "max_context",
-        "source",
-    )
-    fields = {name: getattr(spec, name) for name in names}
-    fields.update(
-        attention=spec.attention.value,
-        notes=str(raw.get("notes", "")),
-        is_estimate=spec.estimate,
-    )
-    return fields
+    spec = specs.model_from_dict(raw)  # validates
+    return {
+        **_spec_columns(spec, ModelProfile),
+        "attention": spec.attention.value,
+        "notes": str(raw.get("notes", "")),
+        "is_estimate": spec.estimate,
+    }
 
 
 @transaction.atomic

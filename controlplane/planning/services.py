@@ -28,7 +28,11 @@ from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, Work
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.planner import PlannerInputs, inputs_from_scenario
 from pdd_core.scenario import Scenario, load_scenario, scenario_from_dict
-from pdd_core.workload import Request, TraceFormatError, read_trace, replay_hits, write_mooncake
+from pdd_core.workload import Request, TraceFormatError, read_trace, trace_stats, write_mooncake
+
+# Tokens per block hash of the traces the control plane stores (Mooncake's 512, and
+# ``requests_from_telemetry`` chains telemetry records in blocks of this size).
+STATS_BLOCK_SIZE = 512
 
 
 def max_trace_bytes() -> int:
@@ -58,19 +62,27 @@ def _parse_trace(content: bytes, filename: str) -> list[Request]:
     return sorted(trace.requests, key=lambda r: r.arrival_s)
 
 
-def _stats(requests: list[Request], block_size: int = 512) -> dict[str, Any]:
-    hits, _ = replay_hits(requests, block_size, None)
-    span = requests[-1].arrival_s - requests[0].arrival_s
-    inputs = [r.input_tokens for r in requests]
-    ratios = [h / i if i else 0.0 for h, i in zip(hits, inputs, strict=True)]
-    return {
-        "requests": len(requests),
-        "rate_rps": (len(requests) - 1) / span if span > 0 else None,
-        "mean_input_tokens": sum(inputs) / len(inputs),
-        "mean_output_tokens": sum(r.output_tokens for r in requests) / len(requests),
-        "hit_request_weighted": sum(ratios) / len(ratios),
-        "hit_token_weighted": sum(hits) / max(sum(inputs), 1),
-    }
+def _stats(requests: list[Request]) -> dict[str, Any]:
+    """``pdd_core.workload.trace_stats`` of the profile (what ``pdd trace stats --json`` prints),
+    with an infinite cache of ``STATS_BLOCK_SIZE``-token blocks."""
+    return trace_stats(requests, block_size=STATS_BLOCK_SIZE).to_dict()
+
+
+def _scenario_path(scenario: str) -> Path:
+    """The fixture file of a known scenario (an unknown name is a validation error)."""
+    if scenario not in scenario_names():
+        raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
+    return SCENARIO_DIR / scenario
+
+
+def _profile_create(
+    name: str, source: str, requests: list[Request], created_by: str, **columns: Any
+) -> WorkloadProfile:
+    """Store a workload profile of ``requests`` with its statistics (``_stats``)."""
+    return WorkloadProfile.objects.create(
+        name=name, source=source, requests=len(requests), stats=_stats(requests),
+        created_by=created_by, **columns,
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -79,15 +91,11 @@ def workload_create_from_trace(
 ) -> WorkloadProfile:
     """Store an uploaded trace after reading it fully (format errors are 400s by line)."""
     requests = _parse_trace(content, filename)
-    return WorkloadProfile.objects.create(
-        name=name,
-        source=WorkloadSource.TRACE,
+    return _profile_create(
+        name, WorkloadSource.TRACE, requests, created_by,
         trace_format="azure" if filename.lower().endswith(".csv") else "jsonl",
         trace=content.decode("utf-8"),
-        requests=len(requests),
-        stats=_stats(requests),
-        created_by=created_by,
-    )
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -95,20 +103,13 @@ def workload_create_from_scenario(
     *, name: str, scenario: str, created_by: str = ""
 ) -> WorkloadProfile:
     """A profile that stands for a scenario fixture's own workload."""
-    if scenario not in scenario_names():
-        raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
-    requests = load_scenario(SCENARIO_DIR / scenario).workload.requests()
-    return WorkloadProfile.objects.create(
-        name=name,
-        source=WorkloadSource.SCENARIO,
-        scenario=scenario,
-        requests=len(requests),
-        stats=_stats(requests),
-        created_by=created_by,
-    )
+    requests = load_scenario(_scenario_path(scenario)).workload.requests()
+    return _profile_create(name, WorkloadSource.SCENARIO, requests, created_by, scenario=scenario)
 
 
-def requests_from_telemetry(records: list[Any], block_size: int = 512) -> list[Request]:
+def requests_from_telemetry(
+    records: list[Any], block_size: int = STATS_BLOCK_SIZE
+) -> list[Request]:
     """Telemetry rows -> requests whose block hashes reproduce each row's reported hit.
 
     Agents report hit tokens, not hashes; each tenant's rows are chained so that a row's first
@@ -159,17 +160,10 @@ def workload_create_from_telemetry(
     requests = requests_from_telemetry(rows)
     out = io.StringIO()
     write_mooncake(requests, out)
-    return WorkloadProfile.objects.create(
-        name=name,
-        source=WorkloadSource.TELEMETRY,
-        trace_format="jsonl",
-        trace=out.getvalue(),
-        requests=len(requests),
-        stats=_stats(requests),
-        window_start=begin,
-        window_end=end,
-        created_by=created_by,
-    )
+    return _profile_create(
+        name, WorkloadSource.TELEMETRY, requests, created_by,
+        trace_format="jsonl", trace=out.getvalue(), window_start=begin, window_end=end,
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -179,9 +173,7 @@ def plan_request(
     """Create a queued plan with its inputs snapshot and queue its job once committed."""
     from controlplane.planning.tasks import plan_compute_enqueue
 
-    if scenario not in scenario_names():
-        raise ValidationError({"scenario": [f"Unknown scenario {scenario!r}."]})
-    text = (SCENARIO_DIR / scenario).read_text(encoding="utf-8")
+    text = _scenario_path(scenario).read_text(encoding="utf-8")
     plan = Plan.objects.create(
         scenario=scenario,
         workload=workload,

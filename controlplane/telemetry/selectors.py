@@ -16,7 +16,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from controlplane.billing.models import PriceBook
-from controlplane.inventory.models import ChipModel, InstancePool, Link, LinkKind
+from controlplane.inventory.models import InstancePool, Link, LinkKind
+from controlplane.inventory.selectors import chip_model_list, instance_pool_list
 from controlplane.telemetry.integrations import active_plan
 from controlplane.telemetry.models import (
     Alert,
@@ -29,18 +30,40 @@ from controlplane.telemetry.models import (
 from controlplane.telemetry.rollups import delta_of
 from controlplane.telemetry.summary import summarize
 from pdd_core import specs
+from pdd_core.routing import Pipeline
 
 # Roles whose pools serve a pipeline: the cost behind the ``pool`` scope.
-PIPELINE_ROLES = {"P-MD": {"P", "MD"}, "P-RLD-MD": {"P", "RLD", "MD"}, "P-RLD": {"P", "RLD"}}
+_P, _RLD, _MD = specs.Role.PREFILL, specs.Role.RELAY_DECODE, specs.Role.MAIN_DECODE
+PIPELINE_ROLES = {
+    Pipeline.P_MD: {_P, _MD},
+    Pipeline.P_RLD_MD: {_P, _RLD, _MD},
+    Pipeline.P_RLD: {_P, _RLD},
+}
 _COST_TTL_S = 5.0
 _cost_cache: dict[str, Any] = {}
+
+
+def _plan_pool_cost(pool: Mapping[str, Any], chips: Mapping[str, specs.ChipSpec]) -> float:
+    """``specs.pool_cost_per_hour`` of one of the active plan's pools (``PoolChoice.to_dict``);
+    a chip the catalog lacks costs nothing."""
+    chip = chips.get(str(pool["chip"]))
+    if chip is None:
+        return 0.0
+    shape = specs.InstanceShape(**{k: int(pool.get(k, 1)) for k in ("tp", "pp", "dp", "ep")})
+    return specs.pool_cost_per_hour(chip, shape, int(pool["instances"]))
+
+
+def _inventory_pool_cost(pool: InstancePool) -> float:
+    spec = pool.to_spec()
+    return specs.pool_cost_per_hour(pool.chip.to_spec(), spec.shape, spec.instances)
 
 
 def cost_rates(*, cached: bool = False) -> dict[str, Any]:
     """Hardware cost per hour of the deployment and per site and pipeline (``$/h``).
 
     From the active plan's pools when ``controlplane.planning`` has one, else the inventory's
-    pools (count x chips per instance x chip price, as ``pdd_core.specs.Topology.cost_per_hour``).
+    pools; each priced by ``pdd_core.specs.pool_cost_per_hour`` (whole nodes x chips per node x
+    chip price), the rule the planner prices its designs with.
     ``cached`` keeps the answer for 5 s (ingestion calls it for every batch).
     """
     if cached and _cost_cache and time.monotonic() - _cost_cache["at"] < _COST_TTL_S:
@@ -48,20 +71,10 @@ def cost_rates(*, cached: bool = False) -> dict[str, Any]:
     plan = active_plan()
     if plan is not None and plan.pools:
         # What the active plan runs, priced from the chip catalog.
-        prices = dict(ChipModel.objects.values_list("slug", "price_per_hour"))
-        pools = [
-            (
-                str(p["site"]),
-                str(p["role"]),
-                int(p["instances"]) * int(p.get("tp", 1)) * float(prices.get(p["chip"]) or 0),
-            )
-            for p in plan.pools
-        ]
+        chips = {c.slug: c.to_spec() for c in chip_model_list()}
+        pools = [(str(p["site"]), str(p["role"]), _plan_pool_cost(p, chips)) for p in plan.pools]
     else:
-        pools = [
-            (p.site.slug, p.role, p.chip_count * float(p.chip.price_per_hour))
-            for p in InstancePool.objects.select_related("site", "chip")
-        ]
+        pools = [(p.site.slug, p.role, _inventory_pool_cost(p)) for p in instance_pool_list()]
     rates: dict[str, Any] = {
         "all": sum(c for _, _, c in pools),
         "site": {},

@@ -7,32 +7,40 @@ reads the same file: ``pdd up`` writes a copy with the free ports it picked, and
 A peer in another site is reached through the WAN emulator's route for it, so the cross-site
 hop is always shaped. Malformed values fail at start with the field named.
 
-API keys appear only as SHA-256 hex digests of the whole key (``hash_secret`` of the control
-plane's accounts app), so a config file can be committed without secrets.
+API keys appear only as SHA-256 hex digests of the whole key (``pdd_core.keys.hash_key``, which
+the control plane's accounts app uses too), so a config file can be committed without secrets.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pdd_core.routing import RoutingTable
 from pdd_core.specs import SLA
 
-ROLES = ("gateway", "prefill", "relay", "main")
+
+class ProcessRole(StrEnum):
+    """Every data-plane process ``pdd agent --role`` starts: a configured agent (``ROLES``; the
+    prefill, relay and main agents run ``specs.Role`` P, RLD and MD) or the WAN link emulator.
+    The control plane's agent registry stores these values."""
+
+    GATEWAY = "gateway"
+    PREFILL = "prefill"
+    RELAY = "relay"
+    MAIN = "main"
+    WAN = "wan"
+
+
+ROLES = tuple(r.value for r in ProcessRole if r is not ProcessRole.WAN)
 
 
 class ConfigError(ValueError):
     """The configuration file is malformed; the message names the field."""
-
-
-def hash_key(raw: str) -> str:
-    """SHA-256 hex of a whole API key; the control plane's ``hash_secret`` calls this one."""
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,13 +29,11 @@ from pdd_core.agent.gateway_control import applied
 from pdd_core.agent.gateway_probe import PROBE_TIMEOUT_S, LinkProbe
 from pdd_core.agent.gateway_run import RequestRunner
 from pdd_core.agent.gateway_types import (
-    Outcome,
     RecordContext,
     Route,
     UpstreamError,
-    gateway_record,
 )
-from pdd_core.agent.journal import Journal
+from pdd_core.agent.journal import Journal, RequestRecord
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, hello, plane_auth
 from pdd_core.engine.protocol import block_hashes
@@ -109,7 +107,7 @@ class Gateway(RequestRunner):
                     agent.id,
                     config.address_of(agent.id, self.spec.site),
                     self.me,
-                    functools.partial(self._on_frame, agent.id),
+                    functools.partial(self.on_frame, agent.id),
                     self._on_down,
                     connect_timeout_s=config.limits.connect_timeout_s,
                     auth=auth,
@@ -149,7 +147,9 @@ class Gateway(RequestRunner):
         down = self.avoid | self.probe.unreachable
         return [a.id for a in self.config.of_role(role) if self.links[a.id].up and a.id not in down]
 
-    async def _on_frame(self, agent_id: str, frame: Frame) -> None:
+    async def on_frame(self, agent_id: str, frame: Frame) -> None:
+        """A frame from an agent's link: a cache event updates the gateway's view of that
+        agent's prefix cache; any other frame goes to the request it belongs to."""
         if agent_id in self.probe.links:
             self.probe.answered(agent_id)  # any frame shows the path works
         if self.probe.is_probe(frame):
@@ -350,37 +350,20 @@ class Gateway(RequestRunner):
             "in_flight": len(self.active),
         }
 
-    def journal_outcome(
-        self,
-        outcome: Outcome | None,
-        route: Route,
-        tenant: str,
-        key_prefix: str,
-        *,
-        failed: bool,
-        request_id: str = "",
-        error: str = "",
-        delivered: int | None = None,
-    ) -> None:
-        """Write the gateway's complete record of a request (or a rejection, by request_id): its
-        figures and its fate (the agents of each stage, the handoff, what failed)."""
-        record = gateway_record(
-            outcome,
-            route,
-            RecordContext(
-                tenant,
-                key_prefix,
-                self.config.model,
-                self.spec.site,
-                self.spec.id,
-                self.config.engine.payload_scale,
-            ),
-            self.config.sla,
-            failed=failed,
-            error=error,
-            request_id=request_id,
-            delivered=delivered,
+    def record_context(self, tenant: str, key_prefix: str) -> RecordContext:
+        """Who a record of this gateway is for (tenant and key) and who writes it."""
+        return RecordContext(
+            tenant,
+            key_prefix,
+            self.config.model,
+            self.spec.site,
+            self.spec.id,
+            self.config.engine.payload_scale,
         )
+
+    def journal_record(self, record: RequestRecord, *, served: bool) -> None:
+        """Journal the complete record of a request (``gateway_record``: its figures and its
+        fate); a ``served`` one counts in the heartbeat's ``requests_served``."""
         self.journal.append(record.to_json())
-        if not failed and not route.rejected:
+        if served:
             self.served += 1

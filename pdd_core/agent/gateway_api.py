@@ -33,9 +33,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from pdd_core.agent.config import hash_key
 from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_types import Outcome, Route, UpstreamError
+from pdd_core.agent.gateway_types import Outcome, Route, UpstreamError, gateway_record
 from pdd_core.agent.openai_format import (
     Completion,
     HttpError,
@@ -44,6 +43,7 @@ from pdd_core.agent.openai_format import (
     request_text,
 )
 from pdd_core.agent.trace import mark
+from pdd_core.keys import hash_key
 
 log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
@@ -248,9 +248,11 @@ class GatewayApi:
             ) from None  # fmt: skip
         if route.rejected:
             request[REQUEST_ID] = "rej-" + uuid.uuid4().hex
-            self.gateway.journal_outcome(
-                None, route, tenant, prefix, failed=True, request_id=request[REQUEST_ID]
-            )
+            record = gateway_record(
+                None, route, self.gateway.record_context(tenant, prefix), self.config.sla,
+                failed=True, request_id=request[REQUEST_ID],
+            )  # fmt: skip
+            self.gateway.journal_record(record, served=False)
             raise HttpError(
                 429,
                 f"The data plane cannot serve this request now ({route.reason}); retry later.",
@@ -281,15 +283,12 @@ class GatewayApi:
             await job.tokens.aclose()
             self.gateway.release(route)
             # Every admitted request leaves a record, a failure too (billed what it delivered).
-            self.gateway.journal_outcome(
-                job.outcome,
-                route,
-                tenant,
-                prefix,
-                failed=job.failed,
-                error=job.error or ("client gone" if job.failed else ""),
+            record = gateway_record(
+                job.outcome, route, self.gateway.record_context(tenant, prefix), self.config.sla,
+                failed=job.failed, error=job.error or ("client gone" if job.failed else ""),
                 delivered=job.delivered,
-            )
+            )  # fmt: skip
+            self.gateway.journal_record(record, served=not job.failed)
 
     async def _whole(self, job: Job) -> web.Response:
         try:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,20 +64,11 @@ class RequestRunner:
     avoid: set[str]
     eos: int
 
-    def route(
-        self,
-        prompt: list[int],
-        max_tokens: int,
-        override: dict[str, Any],
-        hashes: list[int] | None = None,
-    ) -> Route:
-        raise NotImplementedError
-
-    def release(self, route: Route) -> None:
-        raise NotImplementedError
-
-    def release_prefill(self, route: Route) -> None:
-        raise NotImplementedError
+    # ``Gateway``'s routing, which a resumed attempt routes again with (prompt, max_tokens,
+    # override); releasing a route frees its decode slots, or only P's once prefill is done.
+    route: Callable[[list[int], int, dict[str, Any]], Route]
+    release: Callable[[Route], None]
+    release_prefill: Callable[[Route], None]
 
     async def generate(
         self,

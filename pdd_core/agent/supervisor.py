@@ -33,7 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from pdd_core.agent.auth import SECRET_ENV, new_secret_file
-from pdd_core.agent.config import DataPlaneConfig, hash_key, load_config
+from pdd_core.agent.config import DataPlaneConfig, load_config
+from pdd_core.keys import hash_key
 
 START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
 FIRST_BACKOFF_S = 0.5

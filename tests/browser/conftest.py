@@ -31,6 +31,14 @@ def live_server_url(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A daphne subprocess on the test database (same data the test writes and commits)."""
+    yield from serve(django_db_blocker, tmp_path_factory)
+
+
+def serve(
+    django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory, **env: str
+) -> Iterator[str]:
+    """Run a daphne subprocess on the test database (its environment plus ``env``) and yield
+    its URL until the caller's fixture ends."""
     from django.db import connection
 
     with django_db_blocker.unblock():
@@ -38,9 +46,12 @@ def live_server_url(
     server = ServerProcess(
         url, tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("daphne") / "daphne.log"
     )
+    server.env.update(env)
     server.start()
-    yield server.url
-    server.stop()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
-from tests.browser.conftest import log_in, screenshot
-from tests.live_server import ServerProcess, database_url
+from tests.browser.conftest import log_in, screenshot, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,17 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def eager_server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        url = database_url(connection.settings_dict)
-    server = ServerProcess(
-        url, tmp_path_factory.mktemp("data"), tmp_path_factory.mktemp("daphne") / "daphne.log"
-    )
-    server.env["PDD_CELERY_EAGER"] = "1"
-    server.start()
-    yield server.url
-    server.stop()
+    yield from serve(django_db_blocker, tmp_path_factory, PDD_CELERY_EAGER="1")
 
 
 def test_operator_plans_sees_the_bathtub_and_activates(eager_server: str, page: Any) -> None:

@@ -20,7 +20,15 @@ def test_schema_is_valid_openapi_3(viewer: Any) -> None:
     for path in ("/api/v1/sites/", "/api/v1/chip-models/", "/api/v1/links/",
                  "/api/v1/model-profiles/", "/api/v1/instance-pools/"):  # fmt: skip
         assert path in doc["paths"]
-    assert doc["components"]["securitySchemes"]["apiToken"]["scheme"] == "bearer"
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["apiToken"] == {
+        "type": "http", "scheme": "bearer",
+        "description": "An API token `pdd_<prefix>_<secret>`; its scope decides access.",
+    }  # fmt: skip
+    assert schemes["metricsToken"] == {
+        "type": "http", "scheme": "bearer",
+        "description": "The dedicated PDD_METRICS_TOKEN (for Prometheus scrapes).",
+    }  # fmt: skip
 
 
 def test_spectacular_validates_without_warnings() -> None:

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from controlplane.telemetry.models import SlaRule
@@ -16,17 +15,6 @@ from tests import factories
 from tests.controlplane.telemetry.conftest import record_at
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def viewer_browser(django_user_model: Any) -> Any:
-    from django.test import Client
-
-    user = django_user_model.objects.create_user("val", password="pw-val-123456")
-    user.groups.add(Group.objects.get_or_create(name="viewer")[0])
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_overview_embeds_the_series_and_loads_plotly_locally(browser_operator: Any) -> None:

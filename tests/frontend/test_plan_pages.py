@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from django.test import Client
 
@@ -33,21 +30,10 @@ DONE_RESULT = {
 
 
 @pytest.fixture(autouse=True)
-def eager_celery() -> Iterator[None]:
+def eager_celery(monkeypatch: pytest.MonkeyPatch) -> None:
     from controlplane.celery import app
 
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = before
-
-
-@pytest.fixture
-def viewer_browser(django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_user("viewer", password="pw-viewer-1")
-    client = Client()
-    client.force_login(user)
-    return client
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
 
 
 def _done_plan() -> Plan:

@@ -7,6 +7,8 @@ Launch overhead is 10 layers x 10 us = 1e-4 s for both models.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,20 +58,17 @@ DENSE = ModelSpec(
     head_dim=128,
 )
 
-# MLA MoE: 100B total, 10B active, FP8 weights (1 byte/param), 64 experts, top-4.
+# MLA MoE with the dense model's layers, hidden size and query heads: 100B total, 10B active,
+# FP8 weights (1 byte/param), 64 experts, top-4.
 # Routed params = (100 - 10)e9 / (1 - 4/64) = 96e9; non-expert = 4e9; one expert = 1.5e9.
 # KV per token = 10 layers x (512 + 64) x 2 bytes = 11,520 bytes.
-MOE = ModelSpec(
+MOE = replace(
+    DENSE,
     id="moe",
     name="MLA MoE",
     total_params_b=100,
-    active_params_b=10,
-    layers=10,
-    hidden_size=4096,
     attention=Attention.MLA,
-    attention_heads=32,
     kv_heads=32,
-    head_dim=128,
     kv_lora_rank=512,
     rope_dim=64,
     weight_bytes_per_param=1,

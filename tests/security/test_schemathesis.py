@@ -43,15 +43,12 @@ def _keep_test_connection() -> Iterator[None]:
 
 
 @pytest.fixture
-def _queued_plans_stay_queued() -> Iterator[None]:
+def _queued_plans_stay_queued(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plans created by generated requests go to the (unconsumed) in-memory broker instead of
     computing in background threads: this test is about the API, not the planner."""
     from controlplane.celery import app
 
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = False
-    yield
-    app.conf.task_always_eager = before
+    monkeypatch.setitem(app.conf, "task_always_eager", False)
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ fails the test that produced it.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,18 @@ def start_plane(tmp: Path, topology: Path, **changes: Any) -> DataPlane:
     return plane
 
 
-@pytest.fixture(scope="session")
-def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
-    plane = start_plane(tmp_path_factory.mktemp("tiny"), TINY)
+def running_plane(tmp: Path, topology: Path, **changes: Any) -> Iterator[DataPlane]:
+    """For a fixture to ``yield from``: a started plane, stopped afterwards, whose logs must
+    hold no traceback."""
+    plane = start_plane(tmp, topology, **changes)
     yield plane
     plane.stop()
     assert tracebacks(plane.run_dir) == []
+
+
+@pytest.fixture(scope="session")
+def tiny_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
+    yield from running_plane(tmp_path_factory.mktemp("tiny"), TINY)
 
 
 def post(
@@ -86,3 +93,43 @@ def post(
         events = [line[6:] for line in raw.splitlines() if line.startswith("data: ")]
         return status, headers, [e if e == "[DONE]" else json.loads(e) for e in events]
     return status, headers, json.loads(raw)
+
+
+def stream_killing(
+    plane: DataPlane, body: dict[str, Any], kill: tuple[str, ...], *, timeout: float = 30
+) -> list[str]:
+    """Stream a completion and kill the ``kill`` agents once its third event has arrived;
+    returns the data of every SSE event read, up to and including ``[DONE]``."""
+    request = urllib.request.Request(
+        plane.gateway_url + "/v1/completions",
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Authorization": f"Bearer {plane.api_key}"},
+    )
+    lines: list[str] = []
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if line.startswith("data: "):
+                lines.append(line[6:])
+                if len(lines) == 3:
+                    for agent_id in kill:
+                        plane.kill(agent_id)
+            if lines and lines[-1] == "[DONE]":
+                break
+    return lines
+
+
+def agents_up(plane: DataPlane, *, timeout: float = 5) -> dict[str, bool]:
+    """Which agents the gateway reaches now (its ``/health``)."""
+    with urllib.request.urlopen(plane.gateway_url + "/health", timeout=timeout) as response:
+        return dict(json.loads(response.read())["agents"])
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``condition`` every 0.1 s until it holds (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False

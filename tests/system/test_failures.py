@@ -9,17 +9,24 @@ agents gets a plane of its own (``lossy``), so the tests hold in any order.
 from __future__ import annotations
 
 import json
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pdd_core.agent.supervisor import DataPlane
-from tests.system.conftest import TINY, post, start_plane, tracebacks
+from tests.system.conftest import (
+    TINY,
+    agents_up,
+    post,
+    running_plane,
+    start_plane,
+    stream_killing,
+    wait_until,
+)
 from tests.system.test_pipelines import reference
 
 pytestmark = pytest.mark.system
@@ -27,7 +34,7 @@ pytestmark = pytest.mark.system
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
-    plane = start_plane(
+    yield from running_plane(
         tmp_path_factory.mktemp("overload"),
         TINY,
         prefill_s_per_token=0.002,
@@ -35,9 +42,6 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
         limits={"idle_timeout_s": 3.0, "max_prompt_tokens": 300},
         engine={"prefill_s": 0.3},  # a burst's prefills really overlap
     )
-    yield plane
-    plane.stop()
-    assert tracebacks(plane.run_dir) == []
 
 
 @pytest.fixture
@@ -69,7 +73,8 @@ def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPla
         results = list(pool.map(lambda _: post(plane, "/v1/completions", body), range(8)))
 
     statuses = sorted(status for status, _, _ in results)
-    assert 200 in statuses and 429 in statuses, statuses
+    assert 200 in statuses, statuses
+    assert 429 in statuses, statuses
     for status, headers, payload in results:
         if status == 429:
             assert int(headers["retry-after"]) >= 1
@@ -79,32 +84,24 @@ def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPla
     assert sum(r["rejected"] for r in records) == statuses.count(429)
 
 
+def _kill_every_main_decode(plane: DataPlane) -> None:
+    """Kill both MD agents and wait (bounded) until the gateway has noticed the lost links."""
+    for agent_id in ("md-0", "md-1"):
+        plane.kill(agent_id)
+    wait_until(lambda: not any(agents_up(plane)[a] for a in ("md-0", "md-1")), timeout_s=10)
+
+
 def test_killing_main_decode_mid_stream_resumes_the_stream_on_the_relay(
     lossy: DataPlane,
 ) -> None:
-    plane = lossy
-    body = {"prompt": "short", "max_tokens": 200, "stream": True, "return_token_ids": True,
+    body = {"prompt": "short", "max_tokens": 200, "return_token_ids": True,
             "stream_options": {"include_usage": True}, "pdd": {"pipeline": "P-MD"}}  # fmt: skip
-    request = urllib.request.Request(
-        plane.gateway_url + "/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {plane.api_key}"},
-    )
-    lines: list[str] = []
-    with urllib.request.urlopen(request, timeout=30) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if line.startswith("data: "):
-                lines.append(line[6:])
-                if len(lines) == 3:
-                    plane.kill("md-0")
-                    plane.kill("md-1")
-            if lines and lines[-1] == "[DONE]":
-                break
+
+    lines = stream_killing(lossy, body, kill=("md-0", "md-1"))
 
     events = [json.loads(line) for line in lines[:-1]]
     streamed = [t for e in events for c in e["choices"] for t in c.get("token_ids", [])]
-    assert not [e for e in events if "error" in e]
+    assert [e for e in events if "error" in e] == []
     expected = reference("short", 200)  # the same greedy stream, across the resume
     assert streamed == expected
     usage = events[-1]["usage"]
@@ -113,17 +110,10 @@ def test_killing_main_decode_mid_stream_resumes_the_stream_on_the_relay(
 
 
 def test_after_losing_every_main_decode_requests_finish_on_the_relay(lossy: DataPlane) -> None:
-    plane = lossy
-    for agent_id in ("md-0", "md-1"):
-        plane.kill(agent_id)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # the gateway notices the lost links
-        agents = agents_up(plane)
-        if not agents["md-0"] and not agents["md-1"]:
-            break
-        time.sleep(0.1)
+    _kill_every_main_decode(lossy)
+
     status, headers, body = post(
-        plane, "/v1/completions", {"prompt": "still here", "max_tokens": 5}
+        lossy, "/v1/completions", {"prompt": "still here", "max_tokens": 5}
     )
 
     assert status == 200
@@ -133,42 +123,20 @@ def test_after_losing_every_main_decode_requests_finish_on_the_relay(lossy: Data
 
 def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(lossy: DataPlane) -> None:
     # Without MD nothing can take the stream over: the relay is the last decode agent.
-    plane = lossy
-    for agent_id in ("md-0", "md-1"):
-        plane.kill(agent_id)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(
-        agents_up(plane)[a] for a in ("md-0", "md-1")
-    ):  # fmt: skip
-        time.sleep(0.1)
-    body = {"prompt": "relay me", "max_tokens": 400, "stream": True, "pdd": {"pipeline": "P-RLD"}}
-    request = urllib.request.Request(
-        plane.gateway_url + "/v1/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {plane.api_key}"},
-    )
-    lines: list[str] = []
-    with urllib.request.urlopen(request, timeout=20) as response:
-        for raw in response:
-            line = raw.decode().strip()
-            if line.startswith("data: "):
-                lines.append(line[6:])
-                if len(lines) == 3:
-                    plane.kill("rld-0")
-            if lines and lines[-1] == "[DONE]":
-                break
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        status, _, after = post(plane, "/v1/completions", {"prompt": "anyone?", "max_tokens": 2})
-        if status == 503:
-            break
-        time.sleep(0.1)
+    _kill_every_main_decode(lossy)
+    body = {"prompt": "relay me", "max_tokens": 400, "pdd": {"pipeline": "P-RLD"}}
+
+    lines = stream_killing(lossy, body, kill=("rld-0",), timeout=20)
+    answers: list[tuple[int, Any]] = []
+
+    def refused() -> bool:
+        status, _, after = post(lossy, "/v1/completions", {"prompt": "anyone?", "max_tokens": 2})
+        answers.append((status, after))
+        return status == 503
+
+    wait_until(refused, timeout_s=10)
 
     assert json.loads(lines[-2])["error"]["type"] == "server_error"
+    status, after = answers[-1]
     assert status == 503
     assert after["error"]["type"] == "server_error"
-
-
-def agents_up(plane: DataPlane) -> dict[str, bool]:
-    with urllib.request.urlopen(plane.gateway_url + "/health", timeout=5) as response:
-        return dict(json.loads(response.read())["agents"])

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pdd_core.agent.supervisor import DataPlane
-from tests.system.conftest import ROOT, start_plane, tracebacks
+from tests.system.conftest import ROOT, agents_up, start_plane, tracebacks
 from tests.system.load import run_load
 
 pytestmark = pytest.mark.system
@@ -51,22 +51,17 @@ def wan(plane: DataPlane, path: str, body: dict[str, str] | None = None) -> None
     urllib.request.urlopen(request, timeout=5).close()
 
 
-def agents_up(plane: DataPlane) -> dict[str, bool]:
-    with urllib.request.urlopen(plane.gateway_url + "/health", timeout=2) as response:
-        return dict(json.loads(response.read())["agents"])
-
-
 def wait_all_up(plane: DataPlane, timeout_s: float) -> float:
     """Seconds until the gateway reaches every agent again (raises after ``timeout_s``)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         try:
-            if all(agents_up(plane).values()):
+            if all(agents_up(plane, timeout=2).values()):
                 return time.monotonic() - start
         except OSError:
             pass
         time.sleep(0.1)
-    raise AssertionError(f"not every agent back in {timeout_s} s: {agents_up(plane)}")
+    raise AssertionError(f"not every agent back in {timeout_s} s: {agents_up(plane, timeout=2)}")
 
 
 def test_killing_the_relay_under_load_fails_under_one_percent(plane: DataPlane) -> None:

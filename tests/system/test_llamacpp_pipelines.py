@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from pdd_core.engine.llamacpp_config import settings_from_mapping  # noqa: E402
 from pdd_core.engine.protocol import KVBlock  # noqa: E402
 from pdd_core.engine.tiny import TinyConfig, TinyTransformer  # noqa: E402
 from pdd_core.engine.tokenizer import EOS, ByteTokenizer  # noqa: E402
+from tests.live_server import pdd_command, up_banner  # noqa: E402
 from tests.system.conftest import ROOT, post, start_plane  # noqa: E402
 
 pytestmark = pytest.mark.system
@@ -171,34 +171,17 @@ def test_pdd_up_then_replay_on_llama_cpp_has_no_failure_and_hits_the_cache(
         cwd=tmp_path,  # the fixture's relative GGUF path lands in tmp_path/var/models
     )
     try:
-        seen: dict[str, str] = {}
-        deadline = time.monotonic() + 120
-        assert up.stdout is not None
-        while "pids" not in seen and time.monotonic() < deadline:
-            line = up.stdout.readline()
-            if not line:
-                break
-            key, _, value = line.partition(": ")
-            seen[key.strip()] = value.strip()
+        seen = up_banner(up, timeout_s=120)
         assert "pids" in seen, seen
+        command = pdd_command(
+            "replay", str(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl"),
+            "--gateway", seen["gateway"], "--api-key", seen["api key"],
+            "--speed", "2", "--limit", "12",
+            # The fixture's own scaling of the trace for the tiny model (what the demo uses).
+            *json.loads(TOPOLOGY.read_text())["demo_replay_args"],
+        )  # fmt: skip
         replay = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pdd_core",
-                "replay",
-                str(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl"),
-                "--gateway",
-                seen["gateway"],
-                "--api-key",
-                seen["api key"],
-                "--speed",
-                "2",
-                "--limit",
-                "12",
-                # The fixture's own scaling of the trace for the tiny model (what the demo uses).
-                *json.loads(TOPOLOGY.read_text())["demo_replay_args"],
-            ],
+            command,
             check=False,
             capture_output=True,
             text=True,

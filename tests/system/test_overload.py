@@ -12,7 +12,7 @@ import pytest
 
 from pdd_core.agent.replay import Result, stream_completion
 from pdd_core.agent.supervisor import DataPlane
-from tests.system.conftest import ROOT, start_plane, tracebacks
+from tests.system.conftest import ROOT, running_plane
 
 pytestmark = pytest.mark.system
 TIMED = ROOT / "fixtures" / "dataplane" / "timed.json"
@@ -21,10 +21,7 @@ CLIENTS = 500
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
-    plane = start_plane(tmp_path_factory.mktemp("overload500"), TIMED)
-    yield plane
-    plane.stop()
-    assert tracebacks(plane.run_dir) == []
+    yield from running_plane(tmp_path_factory.mktemp("overload500"), TIMED)
 
 
 def test_500_concurrent_streams_shed_the_excess_with_429_and_none_fails_mid_stream(

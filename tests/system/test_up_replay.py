@@ -9,10 +9,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.live_server import pdd_command, up_banner
 
 pytestmark = pytest.mark.system
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,35 +36,18 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
         cwd=ROOT,
     )
     try:
-        seen: dict[str, str] = {}
-        deadline = time.monotonic() + 90
-        assert up.stdout is not None
-        while "pids" not in seen and time.monotonic() < deadline:
-            line = up.stdout.readline()
-            if not line:
-                break
-            key, _, value = line.partition(": ")
-            seen[key.strip()] = value.strip()
+        seen = up_banner(up, timeout_s=90)
         assert "pids" in seen, seen
         pids = [int(p.split("=")[1]) for p in seen["pids"].split()]
         assert len(pids) == 7
 
+        command = pdd_command(
+            "replay", str(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl"),
+            "--gateway", seen["gateway"], "--speed", "1", "--limit", "30",
+            "--max-output", "64",
+        )  # fmt: skip
         replay = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pdd_core",
-                "replay",
-                str(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl"),
-                "--gateway",
-                seen["gateway"],
-                "--speed",
-                "1",
-                "--limit",
-                "30",
-                "--max-output",
-                "64",
-            ],
+            command,
             check=False,
             capture_output=True,
             text=True,
@@ -79,10 +63,7 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=30)
 
-    assert up.returncode == 0
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert_stopped_cleanly(up, pids)
 
 
 def test_ctrl_c_stops_every_child(tmp_path: Path) -> None:
@@ -93,19 +74,18 @@ def test_ctrl_c_stops_every_child(tmp_path: Path) -> None:
     )  # fmt: skip
     pids: list[int] = []
     try:
-        assert up.stdout is not None
-        deadline = time.monotonic() + 90
-        while not pids and time.monotonic() < deadline:
-            line = up.stdout.readline()
-            if not line:
-                break
-            if line.startswith("pids: "):
-                pids = [int(p.split("=")[1]) for p in line[6:].split()]
+        seen = up_banner(up, timeout_s=90)
+        pids = [int(p.split("=")[1]) for p in seen.get("pids", "").split()]
         assert len(pids) == 7
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(timeout=30)
 
+    assert_stopped_cleanly(up, pids)
+
+
+def assert_stopped_cleanly(up: subprocess.Popen[str], pids: list[int]) -> None:
+    """``pdd up`` exited 0 and none of its children is left."""
     assert up.returncode == 0
     for pid in pids:
         with pytest.raises(ProcessLookupError):

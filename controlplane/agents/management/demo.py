@@ -26,11 +26,12 @@ from django.db import transaction
 
 from controlplane.accounts.models import ApiToken
 from controlplane.accounts.selectors import api_token_for_bearer
-from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
+from controlplane.accounts.services import api_token_issue, api_token_revoke
 from controlplane.billing.models import ApiKey, Tenant
 from controlplane.billing.services import api_key_create, api_key_revoke
 from controlplane.core.services import model_update
 from controlplane.inventory.models import Link, LinkKind, Site
+from pdd_core.keys import hash_key
 
 DEMO_SITES = ("dc-a", "dc-b")
 DEMO_TENANT = "demo"
@@ -78,7 +79,7 @@ def _live_api_key(tenant: Tenant, raw: object) -> bool:
     key = ApiKey.objects.filter(
         tenant=tenant, prefix=raw.split("_", 2)[1], revoked_at__isnull=True
     ).first()
-    return key is not None and hmac.compare_digest(key.key_hash, hash_secret(raw))
+    return key is not None and hmac.compare_digest(key.key_hash, hash_key(raw))
 
 
 def _live_agent_token(site: Site, raw: object) -> bool:

@@ -98,24 +98,22 @@ class UsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
         return fields
 
 
-class InvoiceLineSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    kind = serializers.CharField()
-    usage_period = serializers.CharField()
-    model = serializers.CharField()
+class InvoiceLineSerializer(serializers.ModelSerializer[InvoiceLine]):
+    """An invoice line (stored, or a draft's unsaved one) with its price-book version's
+    prices."""
+
     price_book = serializers.IntegerField(source="price_book.pk")
     miss_input_per_mtok = money(source="price_book.miss_input_per_mtok")
     hit_input_per_mtok = money(source="price_book.hit_input_per_mtok")
     output_per_mtok = money(source="price_book.output_per_mtok")
-    requests = serializers.IntegerField()
-    sla_met_requests = serializers.IntegerField()
-    miss_tokens = serializers.IntegerField()
-    hit_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    miss_amount = money()
-    hit_amount = money()
-    output_amount = money()
-    amount = money()
-    saving = money()
+
+    class Meta:
+        model = InvoiceLine
+        fields = ["kind", "usage_period", "model", "price_book", "miss_input_per_mtok",
+                  "hit_input_per_mtok", "output_per_mtok", "requests", "sla_met_requests",
+                  "miss_tokens", "hit_tokens", "output_tokens", "miss_amount", "hit_amount",
+                  "output_amount", "amount", "saving"]  # fmt: skip
+        read_only_fields = fields
 
 
 class SlaSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -4,10 +4,10 @@ existence does not leak)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.db.models import QuerySet
-from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -33,6 +33,7 @@ from controlplane.billing.periods import (
 )
 from controlplane.core.api import ServiceModelViewSet
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 BILLING_READ = frozenset({Scope.OPERATOR.value, Scope.BILLING.value})
 BILLING_WRITE = frozenset({Scope.OPERATOR.value})
 
@@ -54,14 +55,6 @@ def visible_tenant(request: Request, slug: str) -> Tenant:
 class BillingScoped:
     read_scopes = BILLING_READ
     write_scopes = BILLING_WRITE
-
-    def get_object(self) -> Any:
-        """DRF's NotFound rather than Django's Http404, which the shared error handler does not
-        convert (it asserts an APIException)."""
-        try:
-            return super().get_object()  # type: ignore[misc]
-        except Http404:
-            raise NotFound("Not found.") from None
 
 
 class TenantViewSet(BillingScoped, ServiceModelViewSet):
@@ -244,6 +237,22 @@ PATH_PARAMS = [
 ]
 
 
+def invoice_schema(ok: int, *, conflict: str, **kwargs: Any) -> Callable[[_F], _F]:
+    """The OpenAPI description of an invoice endpoint: the invoice on ``ok``, and its errors
+    (a malformed period, a tenant the caller cannot see, ``conflict`` as the 409)."""
+    return extend_schema(
+        parameters=PATH_PARAMS,
+        responses={
+            ok: serializers.InvoiceSerializer,
+            400: OpenApiResponse(description="malformed period"),
+            404: OpenApiResponse(description="unknown tenant"),
+            409: OpenApiResponse(description=conflict),
+        },
+        tags=["billing"],
+        **kwargs,
+    )
+
+
 class InvoiceView(BillingScoped, APIView):
     """A tenant's invoice for a month: the stored one once issued, else a draft.
 
@@ -252,16 +261,7 @@ class InvoiceView(BillingScoped, APIView):
     attainment per model.
     """
 
-    @extend_schema(
-        parameters=PATH_PARAMS,
-        responses={
-            200: serializers.InvoiceSerializer,
-            400: OpenApiResponse(description="malformed period"),
-            404: OpenApiResponse(description="unknown tenant"),
-            409: OpenApiResponse(description="usage not covered by a price book"),
-        },
-        tags=["billing"],
-    )
+    @invoice_schema(200, conflict="usage not covered by a price book")
     def get(self, request: Request, tenant: str, period: str) -> Response:
         month = parse_period(period)
         customer = visible_tenant(request, tenant)
@@ -279,17 +279,7 @@ class InvoiceView(BillingScoped, APIView):
 class InvoiceIssueView(BillingScoped, APIView):
     """Close a month for a tenant (operators): the invoice is stored and never changes."""
 
-    @extend_schema(
-        request=None,
-        parameters=PATH_PARAMS,
-        responses={
-            201: serializers.InvoiceSerializer,
-            400: OpenApiResponse(description="malformed period"),
-            404: OpenApiResponse(description="unknown tenant"),
-            409: OpenApiResponse(description="already issued, month not ended, or unpriced"),
-        },
-        tags=["billing"],
-    )
+    @invoice_schema(201, conflict="already issued, month not ended, or unpriced", request=None)
     def post(self, request: Request, tenant: str, period: str) -> Response:
         month = parse_period(period)
         customer = visible_tenant(request, tenant)

@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from controlplane.accounts.models import ApiToken
-from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
+from controlplane.accounts.services import api_token_issue, api_token_revoke
+from pdd_core.keys import hash_key
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,7 @@ def test_create_token_prints_the_secret_on_the_last_line_and_stores_a_hash() -> 
     token = ApiToken.objects.get(name="billing-system")
     assert secret.startswith(f"pdd_{token.prefix}_")
     assert token.scope == "billing"
-    assert token.key_hash == hash_secret(secret)
+    assert token.key_hash == hash_key(secret)
     assert secret not in {token.key_hash, token.prefix, token.name}
 
 
@@ -100,7 +101,7 @@ def test_admin_creates_token_and_shows_it_once(browser_operator: Any) -> None:
     shown = [m for m in messages if "will not be shown again" in m]
     assert len(shown) == 1
     secret = shown[0].rsplit(" ", 1)[-1]
-    assert token.key_hash == hash_secret(secret)
+    assert token.key_hash == hash_key(secret)
     assert (token.scope, token.site) == ("agent", site)
 
 

@@ -10,10 +10,11 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from controlplane.accounts.models import ApiToken
-from controlplane.accounts.services import api_token_issue, api_token_revoke, hash_secret
+from controlplane.accounts.services import api_token_issue, api_token_revoke
 from controlplane.agents.models import Agent
 from controlplane.billing.services import api_key_create, api_key_revoke
 from controlplane.core.broadcast import CONFIG_GROUP, broadcast
+from pdd_core.keys import hash_key
 from tests import factories
 from tests.controlplane.ws import communicator, refusal_code
 
@@ -94,7 +95,7 @@ async def test_a_gateway_gets_key_hashes_when_a_key_is_created_and_revoked() -> 
     after_revoke = await ws.receive_json_from(timeout=2)
 
     assert first["config"]["tenant_keys"] == {}
-    assert after_create["config"]["tenant_keys"] == {hash_secret(issued.secret): "acme"}
+    assert after_create["config"]["tenant_keys"] == {hash_key(issued.secret): "acme"}
     assert after_revoke["config"]["tenant_keys"] == {}
     assert after_create["version"] == first["version"]
     await ws.disconnect()
@@ -114,7 +115,7 @@ async def test_an_expiring_key_leaves_the_gateways_config_when_it_expires() -> N
     first = await ws.receive_json_from(timeout=5)
     after_expiry = await ws.receive_json_from(timeout=3.5)  # within 2 s of the expiry
 
-    assert first["config"]["tenant_keys"] == {hash_secret(issued.secret): "acme"}
+    assert first["config"]["tenant_keys"] == {hash_key(issued.secret): "acme"}
     assert after_expiry["config"]["tenant_keys"] == {}
     assert timezone.now() >= expires
     await ws.disconnect()

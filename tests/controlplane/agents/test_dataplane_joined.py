@@ -31,7 +31,7 @@ from controlplane.billing.services import api_key_create
 from controlplane.planning.models import Plan, PlanStatus
 from controlplane.telemetry.models import RequestRecord
 from tests import factories
-from tests.live_server import ROOT, ServerProcess
+from tests.live_server import ROOT, ServerProcess, up_banner
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 TOPOLOGY = ROOT / "fixtures" / "dataplane" / "tiny.json"
@@ -79,15 +79,7 @@ def up(server: ServerProcess, world: World, tmp_path: Path) -> Iterator[Up]:
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
         env={**os.environ, "PDD_CONTROL_TOKENS": tokens},
     )  # fmt: skip
-    seen: dict[str, str] = {}
-    deadline = time.monotonic() + 90
-    assert proc.stdout is not None
-    while "pids" not in seen and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        key, _, value = line.partition(": ")
-        seen[key.strip()] = value.strip()
+    seen = up_banner(proc, timeout_s=90)
     try:
         assert "pids" in seen, seen
         yield Up(proc, seen["gateway"], run_dir)

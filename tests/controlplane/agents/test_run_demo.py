@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from controlplane.accounts.models import ApiToken
-from controlplane.accounts.services import hash_secret
 from controlplane.billing.models import ApiKey, PriceBook
 from controlplane.billing.services import api_key_revoke
 from controlplane.telemetry.models import SlaRule
+from pdd_core.keys import hash_key
 
 pytestmark = pytest.mark.django_db
 
@@ -46,10 +46,10 @@ def test_first_setup_issues_a_tenant_key_and_site_bound_agent_tokens() -> None:
     first = setup()
 
     active_keys = ApiKey.objects.filter(tenant__slug="demo", revoked_at=None)
-    assert [k.key_hash for k in active_keys] == [hash_secret(first["api key"])]
+    assert [k.key_hash for k in active_keys] == [hash_key(first["api key"])]
     assert _active_agent_hashes() == [
-        ("dc-a", hash_secret(first["agent token dc-a"])),
-        ("dc-b", hash_secret(first["agent token dc-b"])),
+        ("dc-a", hash_key(first["agent token dc-a"])),
+        ("dc-b", hash_key(first["agent token dc-b"])),
     ]
 
 
@@ -66,14 +66,14 @@ def test_a_restart_keeps_the_same_key_and_tokens(data_dir: Path) -> None:
 
 def test_a_revoked_saved_key_is_replaced_and_stays_revoked() -> None:
     first = setup()
-    api_key_revoke(api_key=ApiKey.objects.get(key_hash=hash_secret(first["api key"])))
+    api_key_revoke(api_key=ApiKey.objects.get(key_hash=hash_key(first["api key"])))
 
     second = setup()
 
     assert second["api key"] != first["api key"]
     assert second["agent token dc-a"] == first["agent token dc-a"]
     active = ApiKey.objects.filter(tenant__slug="demo", revoked_at=None)
-    assert [k.key_hash for k in active] == [hash_secret(second["api key"])]
+    assert [k.key_hash for k in active] == [hash_key(second["api key"])]
 
 
 def test_a_lost_secrets_file_gets_fresh_secrets_and_revokes_the_old_ones(data_dir: Path) -> None:
@@ -83,10 +83,10 @@ def test_a_lost_secrets_file_gets_fresh_secrets_and_revokes_the_old_ones(data_di
     second = setup()
 
     assert second["api key"] != first["api key"]
-    assert ApiKey.objects.get(key_hash=hash_secret(first["api key"])).revoked_at is not None
+    assert ApiKey.objects.get(key_hash=hash_key(first["api key"])).revoked_at is not None
     assert _active_agent_hashes() == [
-        ("dc-a", hash_secret(second["agent token dc-a"])),
-        ("dc-b", hash_secret(second["agent token dc-b"])),
+        ("dc-a", hash_key(second["agent token dc-a"])),
+        ("dc-b", hash_key(second["agent token dc-b"])),
     ]
     assert ApiToken.objects.filter(scope="agent", revoked_at__isnull=False).count() == 2
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.accounts.services import hash_secret
 from controlplane.billing.models import ApiKey, PriceBook, Tenant
 from controlplane.billing.selectors import api_key_hashes_for_gateway
+from pdd_core.keys import hash_key
 
 USAGE = "/api/v1/billing/usage/?from=2025-01-01&to=2025-02-01"
 
@@ -226,8 +226,8 @@ def test_api_key_shown_once_hashed_and_revocable(operator: Any, world: Any) -> N
     assert secret.startswith(f"tk_{prefix}_")
     listed = operator.get(f"/api/v1/billing/api-keys/{prefix}/").json()
     assert "key" not in listed
-    assert ApiKey.objects.get(prefix=prefix).key_hash == hash_secret(secret)
-    assert api_key_hashes_for_gateway() == {hash_secret(secret): "acme"}
+    assert ApiKey.objects.get(prefix=prefix).key_hash == hash_key(secret)
+    assert api_key_hashes_for_gateway() == {hash_key(secret): "acme"}
 
     revoked = operator.post(f"/api/v1/billing/api-keys/{prefix}/revoke/")
 

@@ -105,20 +105,21 @@ def test_viewer_cannot_update_or_delete(viewer: Any) -> None:
     assert Site.objects.get(slug="keep").region == "r1"
 
 
+def link_body(
+    slug: str, kind: str, source: str, target: str, gbps: float, rtt_ms: float
+) -> dict[str, Any]:
+    """The body of a link POST."""
+    return {"slug": slug, "kind": kind, "source": source, "target": target,
+            "bandwidth_gbps": gbps, "rtt_ms": rtt_ms}  # fmt: skip
+
+
 def test_negative_bandwidth_is_400_with_field_error_and_writes_nothing(operator: Any) -> None:
     factories.site(slug="a")
     factories.site(slug="b")
 
     response = operator.post(
         "/api/v1/links/",
-        {
-            "slug": "bad",
-            "kind": "wan",
-            "source": "a",
-            "target": "b",
-            "bandwidth_gbps": -5,
-            "rtt_ms": 20,
-        },
+        link_body("bad", "wan", "a", "b", -5, 20),
     )
 
     assert response.status_code == 400
@@ -133,14 +134,7 @@ def test_wan_link_from_a_site_to_itself_is_400(operator: Any) -> None:
 
     response = operator.post(
         "/api/v1/links/",
-        {
-            "slug": "loop",
-            "kind": "wan",
-            "source": "a",
-            "target": "a",
-            "bandwidth_gbps": 10,
-            "rtt_ms": 1,
-        },
+        link_body("loop", "wan", "a", "a", 10, 1),
     )
 
     assert response.status_code == 400
@@ -156,25 +150,11 @@ def test_rdma_link_is_one_site_fabric(operator: Any) -> None:
 
     ok = operator.post(
         "/api/v1/links/",
-        {
-            "slug": "fab",
-            "kind": "rdma",
-            "source": "a",
-            "target": "a",
-            "bandwidth_gbps": 400,
-            "rtt_ms": 0.01,
-        },
+        link_body("fab", "rdma", "a", "a", 400, 0.01),
     )
     bad = operator.post(
         "/api/v1/links/",
-        {
-            "slug": "x",
-            "kind": "rdma",
-            "source": "a",
-            "target": "b",
-            "bandwidth_gbps": 400,
-            "rtt_ms": 0.01,
-        },
+        link_body("x", "rdma", "a", "b", 400, 0.01),
     )
 
     assert ok.status_code == 201

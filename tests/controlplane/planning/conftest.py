@@ -6,17 +6,12 @@ flow is tested here with the job in-process; the real worker is ``tests/system``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 
 @pytest.fixture(autouse=True)
-def eager_celery() -> Iterator[None]:
+def eager_celery(monkeypatch: pytest.MonkeyPatch) -> None:
     from controlplane.celery import app
 
-    before = (app.conf.task_always_eager, app.conf.task_eager_propagates)
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = before
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    monkeypatch.setitem(app.conf, "task_eager_propagates", True)

@@ -189,13 +189,16 @@ def test_an_infeasible_sla_finishes_with_an_explanation(
     assert operator.post(f"/api/v1/plans/{plan_id}/activate/").status_code == 409
 
 
+# 60 Mooncake requests 0.5 s apart; each shares its first block with the one 3 before it.
+TRACE_60 = "\n".join(
+    f'{{"timestamp": {i * 500}, "input_length": 4096, "output_length": 200, '
+    f'"hash_ids": [{i % 3}, {100 + i}]}}'
+    for i in range(60)
+).encode()
+
+
 def test_upload_a_trace_and_plan_for_it(operator: Any) -> None:
-    lines = [
-        f'{{"timestamp": {i * 500}, "input_length": 4096, "output_length": 200, '
-        f'"hash_ids": [{i % 3}, {100 + i}]}}'
-        for i in range(60)
-    ]
-    upload = SimpleUploadedFile("t.jsonl", "\n".join(lines).encode(), "application/jsonl")
+    upload = SimpleUploadedFile("t.jsonl", TRACE_60, "application/jsonl")
     created = operator.post(
         "/api/v1/workloads/", {"name": "mine", "file": upload}, format="multipart"
     )
@@ -206,6 +209,21 @@ def test_upload_a_trace_and_plan_for_it(operator: Any) -> None:
     plan = _create(operator, workload=workload["id"]).json()
     factories.plan_finished(plan["id"])
     assert operator.get(f"/api/v1/plans/{plan['id']}/").json()["status"] == "done"
+
+
+def test_an_uploaded_traces_stats_are_pdd_cores_trace_stats(operator: Any, tmp_path: Any) -> None:
+    from pdd_core.workload import read_trace, trace_stats
+
+    upload = SimpleUploadedFile("t.jsonl", TRACE_60, "application/jsonl")
+    workload = operator.post(
+        "/api/v1/workloads/", {"name": "mine", "file": upload}, format="multipart"
+    ).json()
+    (tmp_path / "t.jsonl").write_bytes(TRACE_60)
+    expected = trace_stats(read_trace(tmp_path / "t.jsonl").requests, block_size=512).to_dict()
+    assert workload["stats"] == expected
+    # from the fourth request on, each one's first block was seen 3 requests before
+    assert workload["stats"]["hit"]["token_weighted"] == pytest.approx(57 * 512 / (60 * 4096))
+    assert workload["stats"]["rate_per_s"] == pytest.approx(60 / 29.5)
 
 
 def test_a_bad_trace_names_its_line(operator: Any) -> None:

@@ -103,14 +103,11 @@ def receiver() -> Iterator[str]:
 
 
 @pytest.fixture
-def eager_celery() -> Iterator[None]:
+def eager_celery(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the delivery task in-process also when REDIS_URL points Celery at a broker."""
     from controlplane.celery import app
 
-    before = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = before
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
 
 
 def test_webhook_is_signed_and_verified_by_a_real_server(

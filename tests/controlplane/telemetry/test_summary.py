@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def traffic(acme: Any) -> Any:
     dc_a = factories.site(slug="dc-a")
+    # 4 one-chip instances on one 8-chip node: $24/h (pdd_core.specs.pool_cost_per_hour)
     factories.pool(site=dc_a, chip=factories.chip(price_per_hour="3.0000"), instance_count=4)
     now = timezone.now().replace(microsecond=0) - timedelta(seconds=10)
     records_ingest(records=[
@@ -37,11 +38,11 @@ def test_summary_of_all_and_of_a_site(viewer: Any, traffic: Any) -> None:
     assert (latest["requests"], latest["served"], latest["rejected"]) == (3, 2, 1)
     assert latest["hit_request_weighted"] == pytest.approx(0.45)
     assert latest["hit_token_weighted"] == pytest.approx(0.45)
-    assert latest["cost_per_hour"] == pytest.approx(12.0)
-    assert latest["bcr"] == pytest.approx(2 / 60 / 12.0)
+    assert latest["cost_per_hour"] == pytest.approx(24.0)
+    assert latest["bcr"] == pytest.approx(2 / 60 / 24.0)
     assert latest["ttft_p90"] == pytest.approx(0.5, rel=0.06)
     assert (site["scope"], site["key"], site["latest"]["requests"]) == ("site", "dc-a", 2)
-    assert site["latest"]["cost_per_hour"] == pytest.approx(12.0)
+    assert site["latest"]["cost_per_hour"] == pytest.approx(24.0)
     assert len(everything["series"]) == 1
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pdd_core.agent.config import ConfigError, config_from_dict, hash_key, load_config
+from pdd_core.agent.config import ConfigError, config_from_dict, load_config
 from pdd_core.agent.supervisor import resolve
+from pdd_core.keys import hash_key
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane"
 
@@ -41,10 +42,6 @@ def test_resolve_routes_the_remote_site_through_the_wan_and_adds_a_demo_key(
     assert config.journal_dir == str(tmp_path / "journal")
     again = config_from_dict(json.loads(json.dumps(config.to_dict())))
     assert again.wan.routes == config.wan.routes and again.tenants == config.tenants
-
-
-def test_hash_key_is_the_control_planes_sha256_hex() -> None:
-    assert hash_key("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pdd_core.agent.config import hash_key, load_config
+from pdd_core.agent.config import load_config
 from pdd_core.agent.gateway import Gateway
 from pdd_core.agent.gateway_api import key_prefix
 from pdd_core.agent.supervisor import DataPlane
 from pdd_core.cli.up import parse_tokens
+from pdd_core.keys import hash_key
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,16 +22,22 @@ from pdd_core.routing import Pipeline
 TINY = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane" / "tiny.json"
 
 
-@pytest.fixture
-def gateway(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Gateway:
+def make_gateway(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **changes: Any) -> Gateway:
+    """The tiny plane's gateway (config fields changed by ``changes``), every agent up."""
     config, _ = resolve(load_config(TINY), tmp_path)
+    config = replace(config, **changes)
     gw = Gateway(config, "gateway")
     monkeypatch.setattr(gw, "up", lambda role: [a.id for a in config.of_role(role)])
     return gw
 
 
+@pytest.fixture
+def gateway(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Gateway:
+    return make_gateway(monkeypatch, tmp_path)
+
+
 async def cache_event(gw: Gateway, agent: str, added: list[int]) -> None:
-    await gw._on_frame(agent, control(FrameType.CACHE_EVENT, "", {"added": added}))
+    await gw.on_frame(agent, control(FrameType.CACHE_EVENT, "", {"added": added}))
 
 
 async def test_a_long_prompt_with_a_short_answer_is_singular(gateway: Gateway) -> None:
@@ -53,14 +60,17 @@ async def test_a_prefix_held_by_md_goes_p_md_and_a_cold_long_one_is_relayed(
     assert warm.hit_tokens_md == warm.hit_tokens_p == 320
 
 
-async def test_the_queue_of_reserved_prefills_leads_to_429(gateway: Gateway) -> None:
-    gateway.config = replace(gateway.config, prefill_s_per_token=0.01)
-    gateway.predictor._config = gateway.config  # 100 tokens -> 1 s of predicted prefill
+async def test_the_queue_of_reserved_prefills_leads_to_429(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 100 tokens -> 1 s of predicted prefill
+    gateway = make_gateway(monkeypatch, tmp_path, prefill_s_per_token=0.01)
     routes = [gateway.route(list(range(100)), 4, {}) for _ in range(30)]
 
     admitted = [r for r in routes if not r.rejected]
     assert {r.prefill for r in admitted} == {"p-0", "p-1"}
-    assert routes[-1].rejected and routes[-1].retry_after_s >= 1
+    assert routes[-1].rejected
+    assert routes[-1].retry_after_s >= 1
     for route in admitted:
         gateway.release(route)
         gateway.release(route)  # idempotent

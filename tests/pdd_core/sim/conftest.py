@@ -11,6 +11,12 @@ from pdd_core.specs import Topology, topology_from_dict
 MODEL = "deepseek-v3"
 
 
+def pool(site: str, chip: str, role: str, *, instances: int = 1, pp: int = 1) -> dict[str, Any]:
+    """A pool of ``MODEL`` at tp 8 (``pp`` stages) for a topology dict."""
+    return {"site": site, "chip": chip, "model": MODEL, "role": role, "instances": instances,
+            "tp": 8, "pp": pp}  # fmt: skip
+
+
 def two_sites(
     *, wan_gbps: float = 40.0, wan_jitter: bool = False, md_instances: int = 1
 ) -> dict[str, Any]:
@@ -37,58 +43,16 @@ def two_sites(
             },
         ],
         "pools": [
-            {
-                "site": "a",
-                "chip": "h800",
-                "model": MODEL,
-                "role": "P",
-                "instances": 1,
-                "tp": 8,
-                "pp": 2,
-            },
-            {
-                "site": "a",
-                "chip": "h800",
-                "model": MODEL,
-                "role": "RLD",
-                "instances": 1,
-                "tp": 8,
-                "pp": 2,
-            },
-            {
-                "site": "b",
-                "chip": "h20",
-                "model": MODEL,
-                "role": "MD",
-                "instances": md_instances,
-                "tp": 8,
-            },
+            pool("a", "h800", "P", pp=2),
+            pool("a", "h800", "RLD", pp=2),
+            pool("b", "h20", "MD", instances=md_instances),
         ],
     }
 
 
 def baseline() -> Topology:
     raw = two_sites()
-    raw["pools"] = [
-        {
-            "site": "a",
-            "chip": "h800",
-            "model": MODEL,
-            "role": "P",
-            "instances": 1,
-            "tp": 8,
-            "pp": 2,
-        },
-        {
-            "site": "a",
-            "chip": "h800",
-            "model": MODEL,
-            "role": "MD",
-            "instances": 1,
-            "tp": 8,
-            "pp": 2,
-        },
-    ]
+    raw["pools"] = [pool("a", "h800", "P", pp=2), pool("a", "h800", "MD", pp=2)]
     return topology_from_dict(raw)
 
 
