@@ -217,22 +217,37 @@ class RadixCache:
         return evicted
 
     def _insert_evicting(self, hashes: Sequence[int], capacity: int) -> int:
-        # The path is pinned as it grows so that making room never evicts the path itself.
-        node = self._root
-        path: list[_Node] = []
-        for key in hashes:
-            found = node.children.get(key)
-            if found is None:
-                if self._blocks >= capacity and not self._evict_one():
-                    break
-                found = _Node(key, node)
-                node.children[key] = found
-                self._blocks += 1
-            else:
-                self._lru.pop(found, None)
-            found.refs += 1
-            path.append(found)
-            node = found
+        # The cached prefix is pinned (out of the LRU order) so that making room never evicts
+        # the path itself. Evicting every block the tail needs first, then adding the tail,
+        # removes the same blocks as evicting one before each addition would: the new blocks
+        # are pinned until the end, so they never enter the LRU order while blocks go.
+        lru = self._lru
+        path = self._walk(hashes)
+        for node in path:
+            lru.pop(node, None)
+            node.refs += 1
+        missing = len(hashes) - len(path)
+        need = self._blocks + missing - capacity
+        evicted = 0
+        while evicted < need and lru:
+            gone, _ = lru.popitem(last=False)
+            parent = gone.parent
+            assert parent is not None and not gone.children  # guaranteed by the LRU order
+            del parent.children[gone.key]
+            gone.parent = None
+            evicted += 1
+        self._evicted += evicted
+        self._blocks -= evicted
+        added = min(missing, capacity - self._blocks)
+        node = path[-1] if path else self._root
+        start = len(path)
+        for key in hashes[start : start + added]:
+            child = _Node(key, node)
+            child.refs = 1
+            node.children[key] = child
+            path.append(child)
+            node = child
+        self._blocks += added
         self._release(path)
         return len(path)
 

@@ -59,12 +59,9 @@ from pdd_core.workload import Request
 
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
-    """Cache a request's blocks; a path already fully cached is only touched (cheaper)."""
-    if not hashes:
-        return
-    if cache.peek(hashes) == len(hashes):
-        cache.match(hashes, record=False)
-    else:
+    """Cache a request's blocks (``insert`` touches a path already cached as ``match`` does,
+    in one walk)."""
+    if hashes:
         cache.insert(hashes)
 
 
