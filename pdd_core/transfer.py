@@ -32,6 +32,7 @@ import math
 import random
 from collections.abc import Hashable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -168,6 +169,9 @@ class FlowCompletion:
 
 @dataclass(slots=True)
 class _Flow:
+    flow_id: Hashable
+    # Order of start on the link (completions at the same instant come out in this order).
+    seq: int
     nbytes: float
     started_s: float
     remaining: float
@@ -176,6 +180,11 @@ class _Flow:
     # RTT plus jitter delay, paid after the last byte leaves; it uses no bandwidth.
     latency_s: float
     drained_s: float | None = None
+    # ``remaining / factor``: the virtual service at which the flow drains (see ``_schedule``).
+    target: float = 0.0
+
+
+_TARGET = attrgetter("target")
 
 
 class FairShareLink:
@@ -187,7 +196,8 @@ class FairShareLink:
     its jitter delay, the per-transfer ``setup_s`` and its slow-start ramp) after its last byte
     drains, and that tail uses no bandwidth. Time only
     moves when the caller passes it in: a simulator passes virtual time, the WAN emulator
-    passes its clock and sleeps until ``next_completion()``. Cost is O(n log n) per call, never
+    passes its clock and sleeps until ``next_completion()``. Cost is O(n) per call (the drain
+    order is kept and re-sorted only when it may have changed, and is then nearly sorted), never
     per byte.
     """
 
@@ -204,6 +214,12 @@ class FairShareLink:
         self.setup_s = setup_s
         self.initial_window_bytes = initial_window_bytes
         self._flows: dict[Hashable, _Flow] = {}
+        # Flows still draining, kept in drain order (by ``target``; re-sorted when it changes).
+        self._live: list[_Flow] = []
+        self._sorted = True
+        # Flows drained and waiting out their latency, in drain order.
+        self._drained: dict[Hashable, _Flow] = {}
+        self._started = 0
         self._now = 0.0
 
     @property
@@ -214,7 +230,7 @@ class FairShareLink:
     @property
     def active_flows(self) -> int:
         """Flows whose bytes are still in transit (the ``n`` of the fair share)."""
-        return sum(1 for f in self._flows.values() if f.drained_s is None)
+        return len(self._live)
 
     def __len__(self) -> int:
         return len(self._flows)
@@ -242,15 +258,23 @@ class FairShareLink:
             rate = self.link.bytes_per_s * jitter.bandwidth_factor
             ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
         flow = _Flow(
+            flow_id=flow_id,
+            seq=self._started,
             nbytes=nbytes,
             started_s=now,
             remaining=float(nbytes),
             factor=jitter.bandwidth_factor,
             latency_s=rtt_s + jitter.delay_s + self.setup_s + ramp,
         )
+        self._started += 1
+        self._flows[flow_id] = flow
         if nbytes == 0:
             flow.drained_s = now
-        self._flows[flow_id] = flow
+            self._drained[flow_id] = flow
+        else:
+            flow.target = flow.remaining / flow.factor
+            self._live.append(flow)
+            self._sorted = False
 
     def set_link(self, link: LinkSpec, now: float) -> None:
         """Change the line (a degraded or restored WAN) from ``now`` on.
@@ -276,6 +300,11 @@ class FairShareLink:
         flow = self._flows.pop(flow_id, None)
         if flow is None:
             raise KeyError(flow_id)
+        if flow.drained_s is None:
+            live = self._live
+            del live[next(i for i, f in enumerate(live) if f is flow)]
+        else:
+            del self._drained[flow_id]
         return flow.remaining
 
     def finish_times(self) -> dict[Hashable, float]:
@@ -290,8 +319,8 @@ class FairShareLink:
             if f.drained_s is not None:
                 result[fid] = f.drained_s + f.latency_s
         drains, _ = self._schedule(math.inf)
-        for drained_at, fid, f in drains:
-            result[fid] = drained_at + f.latency_s
+        for drained_at, f in drains:
+            result[f.flow_id] = drained_at + f.latency_s
         return result
 
     def next_completion(self) -> tuple[Hashable, float] | None:
@@ -300,16 +329,32 @@ class FairShareLink:
         The WAN emulator sleeps until this time; the simulator schedules an event at it. Both
         must call again after any ``start`` or ``cancel``, which moves it.
         """
-        # ``finish_times`` without the dict (the simulator calls this after every event):
-        # the same values, scanned in the same order, the first minimum wins.
+        # ``finish_times``' values without the dict (the simulator calls this after every
+        # event): drains come in time order and latency is never negative, so the scan stops
+        # at the first drain no sooner than the best completion found.
         best: tuple[Hashable, float] | None = None
-        for fid, f in self._flows.items():
-            if f.drained_s is not None and (best is None or f.drained_s + f.latency_s < best[1]):
-                best = (fid, f.drained_s + f.latency_s)
-        drains, _ = self._schedule(math.inf)
-        for drained_at, fid, f in drains:
-            if best is None or drained_at + f.latency_s < best[1]:
-                best = (fid, drained_at + f.latency_s)
+        for fid, f in self._drained.items():
+            assert f.drained_s is not None
+            done = f.drained_s + f.latency_s
+            if best is None or done < best[1]:
+                best = (fid, done)
+        live = self._live
+        if not live:
+            return best
+        if not self._sorted:
+            live.sort(key=_TARGET)
+            self._sorted = True
+        bandwidth = self.link.bytes_per_s
+        t = self._now
+        served = 0.0
+        n = len(live)
+        for f in live:
+            at = t + (f.target - served) * n / bandwidth
+            if best is not None and at >= best[1]:
+                break
+            if best is None or at + f.latency_s < best[1]:
+                best = (f.flow_id, at + f.latency_s)
+            t, served, n = at, f.target, n - 1
         return best
 
     def advance(self, now: float) -> list[FlowCompletion]:
@@ -319,45 +364,44 @@ class FairShareLink:
         """
         self._progress(now)
         done = [
-            (f.drained_s + f.latency_s, fid, f)
-            for fid, f in self._flows.items()
+            (f.drained_s + f.latency_s, f.seq, f)
+            for f in self._drained.values()
             if f.drained_s is not None and f.drained_s + f.latency_s <= now
         ]
-        done.sort(key=lambda item: item[0])
-        for _, fid, _ in done:
-            del self._flows[fid]
+        # Same instant: in the order the flows started (the order of the link's flow table).
+        done.sort(key=lambda item: (item[0], item[1]))
+        for _, _, f in done:
+            del self._flows[f.flow_id]
+            del self._drained[f.flow_id]
         return [
-            FlowCompletion(flow_id=fid, nbytes=f.nbytes, started_s=f.started_s, finished_s=t)
-            for t, fid, f in done
+            FlowCompletion(flow_id=f.flow_id, nbytes=f.nbytes, started_s=f.started_s, finished_s=t)
+            for t, _, f in done
         ]
 
-    def _schedule(self, until: float) -> tuple[list[tuple[float, Hashable, _Flow]], float]:
+    def _schedule(self, until: float) -> tuple[list[tuple[float, _Flow]], float]:
         """Drains due by ``until`` at the current state, and the virtual service by then.
 
         Processor sharing with per-flow factors: every draining flow advances in a common
         "virtual service" ``V`` with ``dV/dt = bytes_per_s / n(t)`` and sends ``factor x dV``
-        bytes, so flow ``i`` drains when ``V`` reaches ``remaining_i / factor_i``. Sorting by
-        that target gives every drain time in one pass, O(n log n) per event.
+        bytes, so flow ``i`` drains when ``V`` reaches ``target_i = remaining_i / factor_i``.
+        In order of target that gives every drain time in one pass; the order is kept between
+        calls and re-sorted (nearly sorted already: O(n)) only after the targets change.
         """
-        draining = sorted(
-            (
-                (f.remaining / f.factor, fid, f)
-                for fid, f in self._flows.items()
-                if f.drained_s is None
-            ),
-            key=lambda item: item[0],
-        )
+        live = self._live
+        if not self._sorted:
+            live.sort(key=_TARGET)
+            self._sorted = True
         bandwidth = self.link.bytes_per_s
         t = self._now
         served = 0.0
-        n = len(draining)
-        drains: list[tuple[float, Hashable, _Flow]] = []
-        for target, fid, f in draining:
-            at = t + (target - served) * n / bandwidth
+        n = len(live)
+        drains: list[tuple[float, _Flow]] = []
+        for f in live:
+            at = t + (f.target - served) * n / bandwidth
             if at > until:
                 break
-            drains.append((at, fid, f))
-            t, served, n = at, target, n - 1
+            drains.append((at, f))
+            t, served, n = at, f.target, n - 1
         if n and math.isfinite(until):
             served += (until - t) * bandwidth / n
         return drains, served
@@ -367,13 +411,19 @@ class FairShareLink:
         if now < self._now:
             raise ValueError(f"now: time went backwards ({now!r} < {self._now!r})")
         drains, served = self._schedule(now)
-        for drained_at, _, f in drains:
-            f.remaining = 0.0
-            f.drained_s = drained_at
-        for f in self._flows.values():
-            if f.drained_s is None:
+        if drains:
+            drained = self._drained
+            for drained_at, f in drains:
+                f.remaining = 0.0
+                f.drained_s = drained_at
+                drained[f.flow_id] = f
+            del self._live[: len(drains)]
+        if served:
+            for f in self._live:
                 # max(): a flow whose drain lies a hair after ``now`` must not go negative.
                 f.remaining = max(f.remaining - f.factor * served, 0.0)
+                f.target = f.remaining / f.factor
+            self._sorted = False
         self._now = now
 
 
