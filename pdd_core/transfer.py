@@ -420,9 +420,13 @@ class FairShareLink:
             del self._live[: len(drains)]
         if served:
             for f in self._live:
-                # max(): a flow whose drain lies a hair after ``now`` must not go negative.
-                f.remaining = max(f.remaining - f.factor * served, 0.0)
-                f.target = f.remaining / f.factor
+                # Floored at 0: a flow whose drain lies a hair after ``now`` must not go
+                # negative (``max(left, 0.0)`` written out: this runs per flow and event).
+                left = f.remaining - f.factor * served
+                if left < 0.0:  # noqa: PLR1730
+                    left = 0.0
+                f.remaining = left
+                f.target = left / f.factor
             self._sorted = False
         self._now = now
 

@@ -36,6 +36,7 @@ import numpy as np
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import (
+    LinkState,
     PrefillState,
     choose_prefill,
     link_s,
@@ -101,6 +102,7 @@ class Simulator(Features):
         self.relay = built.relay
         self.decode = built.decode
         self.rdma = built.rdma
+        self._rdma_link = LinkState.of(built.rdma) if built.rdma is not None else None
         self.wan = built.wan
         self._rdma_rng = rng
 

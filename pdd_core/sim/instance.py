@@ -320,18 +320,20 @@ class Instance(StepModel):
 
     def _take_chunks(self, budget: int, now: float) -> perf.Timing:
         chunks: list[tuple[Job, int]] = []
+        total = weighted = 0  # chunk tokens, and their cached context (integers: exact)
+        stamp = self.role is not Role.MAIN_DECODE
         for job in self.jobs:
             if budget <= 0:
                 break
             chunk = min(job.remaining, budget)
             chunks.append((job, chunk))
             budget -= chunk
-        total = sum(c for _, c in chunks)
-        cached = sum(job.cached * c for job, c in chunks) / total
-        for job, _ in chunks:
-            if math.isnan(job.flight.prefill_start_s) and self.role is not Role.MAIN_DECODE:
+            total += chunk
+            weighted += job.cached * chunk
+            if stamp and job.flight.prefill_start_s != job.flight.prefill_start_s:  # NaN
                 job.flight.prefill_start_s = now
         self._chunks = chunks
+        cached = weighted / total
         return self.prefill_timing(math.ceil(total / len(chunks)), round(cached), len(chunks))
 
     def _start_prefill(self, now: float) -> None:
