@@ -219,8 +219,10 @@ class RadixCache:
     def _insert_evicting(self, hashes: Sequence[int], capacity: int) -> int:
         # The cached prefix is pinned (out of the LRU order) so that making room never evicts
         # the path itself. Evicting every block the tail needs first, then adding the tail,
-        # removes the same blocks as evicting one before each addition would: the new blocks
-        # are pinned until the end, so they never enter the LRU order while blocks go.
+        # removes the same blocks as evicting one before each addition would (the new blocks
+        # are not in the LRU order while blocks go), and the evicted leaves are reused as the
+        # new blocks' nodes. The new blocks then enter the LRU order deepest first, ahead of
+        # the released prefix, exactly as releasing the whole pinned path would put them.
         lru = self._lru
         path = self._walk(hashes)
         for node in path:
@@ -228,28 +230,37 @@ class RadixCache:
             node.refs += 1
         missing = len(hashes) - len(path)
         need = self._blocks + missing - capacity
-        evicted = 0
-        while evicted < need and lru:
+        spare: list[_Node] = []
+        while len(spare) < need and lru:
             gone, _ = lru.popitem(last=False)
             parent = gone.parent
             assert parent is not None and not gone.children  # guaranteed by the LRU order
             del parent.children[gone.key]
-            gone.parent = None
-            evicted += 1
+            spare.append(gone)
+        evicted = len(spare)
         self._evicted += evicted
         self._blocks -= evicted
         added = min(missing, capacity - self._blocks)
         node = path[-1] if path else self._root
         start = len(path)
+        fresh: list[_Node] = []
         for key in hashes[start : start + added]:
-            child = _Node(key, node)
-            child.refs = 1
+            if spare:
+                child = spare.pop()
+                child.key = key
+                child.parent = node
+            else:
+                child = _Node(key, node)
             node.children[key] = child
-            path.append(child)
+            fresh.append(child)
             node = child
+        for gone in spare:  # evicted and not reused
+            gone.parent = None
         self._blocks += added
+        for child in reversed(fresh):
+            lru[child] = None
         self._release(path)
-        return len(path)
+        return start + added
 
     def _walk(self, hashes: Sequence[int]) -> list[_Node]:
         node = self._root
