@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pdd_core.fairshare import FairShareLink, FlowCompletion
 from pdd_core.specs import LinkKind, LinkSpec
 from pdd_core.transfer import (
     MIN_BANDWIDTH_FACTOR,
-    FairShareLink,
-    FlowCompletion,
     ideal_transfer_s,
     sample_jitter,
     slow_start_extra_s,
