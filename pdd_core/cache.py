@@ -217,24 +217,50 @@ class RadixCache:
         return evicted
 
     def _insert_evicting(self, hashes: Sequence[int], capacity: int) -> int:
-        # The path is pinned as it grows so that making room never evicts the path itself.
-        node = self._root
-        path: list[_Node] = []
-        for key in hashes:
-            found = node.children.get(key)
-            if found is None:
-                if self._blocks >= capacity and not self._evict_one():
-                    break
-                found = _Node(key, node)
-                node.children[key] = found
-                self._blocks += 1
+        # The cached prefix is pinned (out of the LRU order) so that making room never evicts
+        # the path itself. Evicting every block the tail needs first, then adding the tail,
+        # removes the same blocks as evicting one before each addition would (the new blocks
+        # are not in the LRU order while blocks go), and the evicted leaves are reused as the
+        # new blocks' nodes. The new blocks then enter the LRU order deepest first, ahead of
+        # the released prefix, exactly as releasing the whole pinned path would put them.
+        lru = self._lru
+        path = self._walk(hashes)
+        for node in path:
+            lru.pop(node, None)
+            node.refs += 1
+        missing = len(hashes) - len(path)
+        need = self._blocks + missing - capacity
+        spare: list[_Node] = []
+        while len(spare) < need and lru:
+            gone, _ = lru.popitem(last=False)
+            parent = gone.parent
+            assert parent is not None and not gone.children  # guaranteed by the LRU order
+            del parent.children[gone.key]
+            spare.append(gone)
+        evicted = len(spare)
+        self._evicted += evicted
+        self._blocks -= evicted
+        added = min(missing, capacity - self._blocks)
+        node = path[-1] if path else self._root
+        start = len(path)
+        fresh: list[_Node] = []
+        for key in hashes[start : start + added]:
+            if spare:
+                child = spare.pop()
+                child.key = key
+                child.parent = node
             else:
-                self._lru.pop(found, None)
-            found.refs += 1
-            path.append(found)
-            node = found
+                child = _Node(key, node)
+            node.children[key] = child
+            fresh.append(child)
+            node = child
+        for gone in spare:  # evicted and not reused
+            gone.parent = None
+        self._blocks += added
+        for child in reversed(fresh):
+            lru[child] = None
         self._release(path)
-        return len(path)
+        return start + added
 
     def _walk(self, hashes: Sequence[int]) -> list[_Node]:
         node = self._root

@@ -3,7 +3,7 @@
 The demo runs P and MD on one machine, yet TTFT depends on the line between them (DOMAIN.md
 section 2), so the cross-site hop goes through this proxy. Each direction of the line is a
 ``ShapedLink``: its capacity is shared by the connections that have bytes to send exactly as
-``pdd_core.transfer.FairShareLink`` shares it (processor sharing, the same object the simulator
+``pdd_core.fairshare.FairShareLink`` shares it (processor sharing, the same object the simulator
 uses), and every chunk then takes a one-way delay of ``RTT / 2`` plus seeded jitter. So a
 transfer of ``n`` bytes answered by a short acknowledgement takes ``n / share + RTT``, which is
 ``transfer.transfer_time``; the tests hold the emulator to that within 10% for 1 MB and more.

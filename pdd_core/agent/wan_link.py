@@ -2,7 +2,7 @@
 
 Split from ``wan`` so the shaping model (the part that must agree with the physics) reads on
 its own. Capacity is shared by the connections with bytes to send exactly as
-``pdd_core.transfer.FairShareLink`` shares it, and every chunk then takes a one-way delay of
+``pdd_core.fairshare.FairShareLink`` shares it, and every chunk then takes a one-way delay of
 ``RTT / 2`` plus seeded jitter. The link keeps its own timeline (``FairShareLink`` time): a
 connection with bytes waiting starts its next chunk at the instant the previous one drained on
 that timeline, not when the event loop got round to it, so timer slop delays delivery by a
@@ -19,8 +19,9 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
+from pdd_core.fairshare import FairShareLink, FlowCompletion
 from pdd_core.specs import LinkKind, LinkSpec
-from pdd_core.transfer import FairShareLink, FlowCompletion, sample_jitter
+from pdd_core.transfer import sample_jitter
 
 # Unit of shaping: 256 KiB is 2 ms on a 1 Gbps line, fine-grained enough for fair sharing
 # while keeping the proxy's per-chunk Python overhead well below the line rate it emulates.

@@ -36,6 +36,7 @@ import numpy as np
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import (
+    LinkState,
     PrefillState,
     choose_prefill,
     link_s,
@@ -59,12 +60,9 @@ from pdd_core.workload import Request
 
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
-    """Cache a request's blocks; a path already fully cached is only touched (cheaper)."""
-    if not hashes:
-        return
-    if cache.peek(hashes) == len(hashes):
-        cache.match(hashes, record=False)
-    else:
+    """Cache a request's blocks (``insert`` touches a path already cached as ``match`` does,
+    in one walk)."""
+    if hashes:
         cache.insert(hashes)
 
 
@@ -104,6 +102,7 @@ class Simulator(Features):
         self.relay = built.relay
         self.decode = built.decode
         self.rdma = built.rdma
+        self._rdma_link = LinkState.of(built.rdma) if built.rdma is not None else None
         self.wan = built.wan
         self._rdma_rng = rng
 

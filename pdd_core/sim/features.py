@@ -42,6 +42,8 @@ class Features:
     rdma: LinkSpec | None
     wan: WanLine | None
     _kv_per_token: float
+    # ``LinkState.of(rdma)``, built once: the fabric's state never changes during a run.
+    _rdma_link: LinkState | None
 
     def _hit(self, inst: Instance, request: Request) -> int:
         if inst.cache is None or not request.block_hashes:
@@ -96,9 +98,9 @@ class Features:
         )
 
     def _rdma_state(self) -> LinkState:
-        if self.rdma is None:
+        if self._rdma_link is None:
             raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return LinkState.of(self.rdma)
+        return self._rdma_link
 
     def _least_loaded(self, instances: list[Instance]) -> int:
         """``predict.choose_relay``'s rule (least ``decode_load``, lower index on ties)."""

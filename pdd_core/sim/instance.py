@@ -36,22 +36,16 @@ from collections import deque
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import DecodeState, occupancy
-from pdd_core.sim.work import (
-    LINE_PROBE_TOKENS,
-    MEMO_LIMIT,
-    Host,
-    Job,
-    Seq,
-    prefill_s,
-    prefill_timing,
-)
+from pdd_core.sim.steps import StepModel, prefill_s, prefill_timing
+from pdd_core.sim.work import Host, Job, Seq
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
 __all__ = ["Host", "Instance", "Job", "Seq", "prefill_s", "prefill_timing"]
 
 
-class Instance:
-    """A simulated instance; see the module docstring for the iteration model."""
+class Instance(StepModel):
+    """A simulated instance; see the module docstring for the iteration model (and
+    ``steps.StepModel`` for the duration of each iteration)."""
 
     def __init__(
         self,
@@ -68,12 +62,10 @@ class Instance:
         cache: RadixCache | None = None,
         memo: dict[tuple[int, int, int], perf.Timing] | None = None,
     ) -> None:
+        super().__init__(model, chip, tp, memo)
         self.host = host
         self.name = name
         self.role = role
-        self.model = model
-        self.chip = chip
-        self.tp = tp
         self.kv_tokens = kv_tokens
         self.max_batch = max_batch
         self.chunk_tokens = chunk_tokens
@@ -94,9 +86,6 @@ class Instance:
         self._s0 = 0.0
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
-        self._step_lines: dict[int, tuple[float, float, float, float, float]] = {}
-        # Prefill times by (new, cached, batch); identical instances of a pool share one.
-        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {} if memo is None else memo
         self._remaining = 0  # tokens still to emit, summed over the running batch
 
     # ---- load, as the router sees it ------------------------------------------------------
@@ -126,63 +115,6 @@ class Instance:
             hit_tokens=hit_tokens,
             kv_capacity_tokens=self.kv_tokens,
         )
-
-    def _lines(self, batch: int) -> tuple[float, float, float, float, float]:
-        """Compute and memory lines of a ``batch``-sequence step in the total context.
-
-        For a fixed batch, the roofline's compute and memory terms are both affine in the total
-        context (FLOPs add ``4 layers d_attn`` per context token, bytes add ``KV(1)``), and comm
-        and overhead do not depend on it. So two ``perf`` evaluations per batch size give both
-        lines: ``(c0, c_slope, m0, m_slope, comm + overhead)``.
-        """
-        lines = self._step_lines.get(batch)
-        if lines is None:
-            at_zero = perf.decode_step_time(self.model, self.chip, [0] * batch, self.tp)
-            far = LINE_PROBE_TOKENS
-            at_far = perf.decode_step_time(self.model, self.chip, [far] * batch, self.tp)
-            span = far * batch
-            lines = (
-                at_zero.compute_s,
-                (at_far.compute_s - at_zero.compute_s) / span,
-                at_zero.memory_s,
-                (at_far.memory_s - at_zero.memory_s) / span,
-                at_zero.comm_s + at_zero.overhead_s,
-            )
-            self._step_lines[batch] = lines
-        return lines
-
-    def prefill_timing(self, new: int, cached: int, batch: int = 1) -> perf.Timing:
-        """``perf.prefill_time`` on this instance, memoised per instance (a small dict keyed
-        by plain ints is far cheaper than hashing the frozen specs on every call)."""
-        key = (new, cached, batch)
-        timing = self._prefill_memo.get(key)
-        if timing is None:
-            timing = prefill_timing(self.model, self.chip, new, cached, self.tp, batch=batch)
-            if len(self._prefill_memo) >= MEMO_LIMIT:
-                self._prefill_memo.clear()
-            self._prefill_memo[key] = timing
-        return timing
-
-    def prefill_s(self, new: int, cached: int) -> float:
-        """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
-        return self.prefill_timing(new, cached).seconds
-
-    def step_time(self, batch: int, total_context: int) -> float:
-        """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
-        from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
-        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
-        return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
-
-    def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
-        """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.
-
-        FLOPs add; the weights are read once (the prefill's read, which touches at least the
-        experts the step does), plus the step's KV reads; communication adds; one launch.
-        """
-        c0, c_slope, _m0, m_slope, fixed = self._lines(batch)
-        compute = prefill.compute_s + c0 + c_slope * total_context
-        memory = prefill.memory_s + m_slope * total_context
-        return max(compute, memory) + prefill.comm_s + fixed
 
     # ---- work arriving ----------------------------------------------------------------------
 
@@ -259,36 +191,43 @@ class Instance:
         k = self._steps
         first = self._start + self._s0
         # The segment's tokens: the first at ``first``, the last at ``now``, and the longest
-        # gap inside it the last step (``Flight.token_at`` inlined: this loop is the hot path).
+        # gap inside it the last step (``Flight.token_at`` inlined, and ``max`` written as
+        # comparisons with the same result: this loop is the hot path).
         last = now if k > 1 else first
         inner_gap = self._s1 if k > 1 else 0.0
         keep: list[Seq] = []
         batch = self.batch
+        main = Role.MAIN_DECODE
+        host = self.host
         # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
         # take what they still had with them (a finished one's overshoot comes back).
         remaining = self._remaining - k * len(batch)
         for seq in batch:
             flight = seq.flight
-            if seq.done == 0 and seq.role is Role.MAIN_DECODE:
+            if seq.done == 0 and seq.role is main:
                 flight.md_first_s = first
             if flight.first_token_s != flight.first_token_s:  # NaN: no token yet
                 flight.first_token_s = first
                 gap = inner_gap
             else:
-                gap = max(first - flight.last_token_s, inner_gap)
-            flight.max_gap_s = max(flight.max_gap_s, gap)
+                gap = first - flight.last_token_s
+                if inner_gap > gap:  # noqa: PLR1730 - max() is a call per sequence and step
+                    gap = inner_gap
+            if gap > flight.max_gap_s:  # noqa: PLR1730 - as above
+                flight.max_gap_s = gap
             flight.last_token_s = last
             seq.done += k
             seq.context += k
             seq.allocated += k
-            seq.remaining -= k
-            if seq.remaining <= 0:
-                remaining -= seq.remaining
+            left = seq.remaining - k
+            seq.remaining = left
+            if left <= 0:
+                remaining -= left
                 self._release(seq)
-                self.host.on_seq_finished(seq, now)
+                host.on_seq_finished(seq, now)
             elif seq.probe:
                 seq.probe = False
-                if self.host.on_probe(seq, now):
+                if host.on_probe(seq, now):
                     remaining -= seq.remaining
                     self._release(seq)
                 else:
@@ -381,18 +320,20 @@ class Instance:
 
     def _take_chunks(self, budget: int, now: float) -> perf.Timing:
         chunks: list[tuple[Job, int]] = []
+        total = weighted = 0  # chunk tokens, and their cached context (integers: exact)
+        stamp = self.role is not Role.MAIN_DECODE
         for job in self.jobs:
             if budget <= 0:
                 break
             chunk = min(job.remaining, budget)
             chunks.append((job, chunk))
             budget -= chunk
-        total = sum(c for _, c in chunks)
-        cached = sum(job.cached * c for job, c in chunks) / total
-        for job, _ in chunks:
-            if math.isnan(job.flight.prefill_start_s) and self.role is not Role.MAIN_DECODE:
+            total += chunk
+            weighted += job.cached * chunk
+            if stamp and job.flight.prefill_start_s != job.flight.prefill_start_s:  # NaN
                 job.flight.prefill_start_s = now
         self._chunks = chunks
+        cached = weighted / total
         return self.prefill_timing(math.ceil(total / len(chunks)), round(cached), len(chunks))
 
     def _start_prefill(self, now: float) -> None:
@@ -418,8 +359,11 @@ class Instance:
         total = 0
         probe = False
         for seq in batch:  # one pass: the fewest tokens left, any probe, the total context
-            k = min(k, seq.remaining)
-            probe = probe or seq.probe
+            left = seq.remaining
+            if left < k:  # noqa: PLR1730 - min() is a call per sequence and segment
+                k = left
+            if seq.probe:
+                probe = True
             total += seq.context
         # A probe is a handoff point after one step; the pool bounds the steps ahead.
         if probe:

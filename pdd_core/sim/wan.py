@@ -1,4 +1,4 @@
-"""A WAN line inside the event loop: ``transfer.FairShareLink`` plus completion callbacks.
+"""A WAN line inside the event loop: ``fairshare.FairShareLink`` plus completion callbacks.
 
 The flow model (processor sharing with per-transfer jitter) is the physics module's; this
 adapter only turns its ``next_completion`` into a scheduled event, calls back the owner of each
@@ -15,9 +15,10 @@ import itertools
 import math
 from collections.abc import Callable
 
+from pdd_core.fairshare import FairShareLink
 from pdd_core.sim.instance import Host
 from pdd_core.specs import LinkSpec
-from pdd_core.transfer import FairShareLink, Rng
+from pdd_core.transfer import Rng
 
 
 class WanLine:

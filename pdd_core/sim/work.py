@@ -3,36 +3,11 @@ protocol it calls back (split from ``instance.py``, which holds the batching mod
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Protocol
 
-from pdd_core import perf
 from pdd_core.sim.records import Flight
-from pdd_core.specs import ChipSpec, ModelSpec, Role
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def prefill_timing(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
-) -> perf.Timing:
-    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
-    on identical instances, and the specs are frozen and hashable, so it is exact."""
-    return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
-
-
-def prefill_s(
-    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
-) -> float:
-    """Seconds of ``prefill_timing``."""
-    return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
-
-
-# Entries of an instance's prefill-time memo before it is cleared (bounds memory on long runs).
-MEMO_LIMIT = 1 << 16
-
-# Context per sequence of the second point used to fit the decode-step lines (any large value).
-LINE_PROBE_TOKENS = 1 << 20
+from pdd_core.specs import Role
 
 
 class Host(Protocol):

@@ -1,0 +1,116 @@
+"""How long an instance's iterations take: ``pdd_core.perf`` evaluated and memoised per instance.
+
+``StepModel`` is the timing half of ``Instance`` (``instance.py`` holds the batching): prefill
+passes (``perf.prefill_time``), decode steps (``perf.decode_step_time``, through two lines fitted
+exactly per batch size) and mixed iterations (one roofline over a step and prefill chunks).
+Every memo here is exact: the same inputs give the same ``perf`` figure, only computed once.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pdd_core import perf
+from pdd_core.specs import ChipSpec, ModelSpec
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def prefill_timing(
+    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
+) -> perf.Timing:
+    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
+    on identical instances, and the specs are frozen and hashable, so it is exact."""
+    return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
+
+
+def prefill_s(
+    model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
+) -> float:
+    """Seconds of ``prefill_timing``."""
+    return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
+
+
+# Entries of an instance's prefill-time memo before it is cleared (bounds memory on long runs).
+MEMO_LIMIT = 1 << 16
+
+# Context per sequence of the second point used to fit the decode-step lines (any large value).
+LINE_PROBE_TOKENS = 1 << 20
+
+# A decode step's lines: (compute at zero context, compute per context token, memory at zero,
+# memory per context token, communication + launch overhead).
+Lines = tuple[float, float, float, float, float]
+
+
+class StepModel:
+    """Iteration times of one instance (``model`` on ``chip`` with shape ``tp``)."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        chip: ChipSpec,
+        tp: perf.ShapeLike,
+        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
+    ) -> None:
+        self.model = model
+        self.chip = chip
+        self.tp = tp
+        self._step_lines: dict[int, Lines] = {}
+        # Prefill times by (new, cached, batch); identical instances of a pool share one.
+        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {} if memo is None else memo
+
+    def _lines(self, batch: int) -> Lines:
+        """Compute and memory lines of a ``batch``-sequence step in the total context.
+
+        For a fixed batch, the roofline's compute and memory terms are both affine in the total
+        context (FLOPs add ``4 layers d_attn`` per context token, bytes add ``KV(1)``), and comm
+        and overhead do not depend on it. So two ``perf`` evaluations per batch size give both
+        lines: ``(c0, c_slope, m0, m_slope, comm + overhead)``.
+        """
+        lines = self._step_lines.get(batch)
+        if lines is None:
+            at_zero = perf.decode_step_time(self.model, self.chip, [0] * batch, self.tp)
+            far = LINE_PROBE_TOKENS
+            at_far = perf.decode_step_time(self.model, self.chip, [far] * batch, self.tp)
+            span = far * batch
+            lines = (
+                at_zero.compute_s,
+                (at_far.compute_s - at_zero.compute_s) / span,
+                at_zero.memory_s,
+                (at_far.memory_s - at_zero.memory_s) / span,
+                at_zero.comm_s + at_zero.overhead_s,
+            )
+            self._step_lines[batch] = lines
+        return lines
+
+    def prefill_timing(self, new: int, cached: int, batch: int = 1) -> perf.Timing:
+        """``perf.prefill_time`` on this instance, memoised per instance (a small dict keyed
+        by plain ints is far cheaper than hashing the frozen specs on every call)."""
+        key = (new, cached, batch)
+        timing = self._prefill_memo.get(key)
+        if timing is None:
+            timing = prefill_timing(self.model, self.chip, new, cached, self.tp, batch=batch)
+            if len(self._prefill_memo) >= MEMO_LIMIT:
+                self._prefill_memo.clear()
+            self._prefill_memo[key] = timing
+        return timing
+
+    def prefill_s(self, new: int, cached: int) -> float:
+        """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
+        return self.prefill_timing(new, cached).seconds
+
+    def step_time(self, batch: int, total_context: int) -> float:
+        """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
+        from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
+        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
+        return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
+
+    def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
+        """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.
+
+        FLOPs add; the weights are read once (the prefill's read, which touches at least the
+        experts the step does), plus the step's KV reads; communication adds; one launch.
+        """
+        c0, c_slope, _m0, m_slope, fixed = self._lines(batch)
+        compute = prefill.compute_s + c0 + c_slope * total_context
+        memory = prefill.memory_s + m_slope * total_context
+        return max(compute, memory) + prefill.comm_s + fixed
