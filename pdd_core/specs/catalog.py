@@ -12,15 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from pdd_core.specs.core import (
-    ChipSpec,
-    LinkSpec,
-    ModelSpec,
-    PoolSpec,
-    SiteSpec,
-    SpecError,
-    Topology,
-)
+from pdd_core.specs.core import ChipSpec, ModelSpec, SpecError
+from pdd_core.specs.deployment import LinkSpec, PoolSpec, SiteSpec, Topology
 
 CATALOG_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "catalog"
 
