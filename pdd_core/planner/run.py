@@ -17,7 +17,6 @@ from typing import Any
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
 from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design
-from pdd_core.planner.handoff import choose_handoff
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.reasons import (
@@ -36,9 +35,9 @@ from pdd_core.planner.result import (
     predicted_from,
 )
 from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
+from pdd_core.planner.tuning import evaluator_for, plan_routing
 from pdd_core.planner.verdict import rld_mode_reason, verdict
 from pdd_core.planner.verify import Verification, fix_up, verify
-from pdd_core.specs import LinkKind
 
 Progress = Callable[[float, str], None]
 
@@ -76,19 +75,7 @@ def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared
         max_samples=inputs.settings.samples,
         seed=inputs.seed,
     )
-    wan = next((lk for lk in inputs.links if lk.kind is LinkKind.WAN), None)
-    rdma = next((lk for lk in inputs.links if lk.kind is LinkKind.RDMA), None)
-    evaluator = Evaluator(
-        model=inputs.model,
-        chips=dict(inputs.chips),
-        wan=wan,
-        rdma=rdma,
-        sla=inputs.sla,
-        prices=inputs.prices,
-        config=inputs.config,
-        profile=profile,
-        seed=inputs.seed,
-    )
+    evaluator = evaluator_for(inputs, profile)
     found = search(evaluator, inputs, lambda f: report(0.05 + 0.15 * f, "analytic search"))
     return Prepared(profile, evaluator, found)
 
@@ -225,13 +212,12 @@ def finish(
         return _unconfirmed(inputs, checked, search_info)
     chosen = min(confirmed_designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
     report(0.85, "deriving handoff thresholds and the bathtub")
-    design = chosen.design
+    routing = plan_routing(inputs, ev, chosen, confirmed)
+    if routing.chosen is not chosen:
+        chosen = best[PDD] = routing.chosen
+    design, table = chosen.design, routing.table
+    handoff_reason, tuning_reason = routing.handoff_reason, routing.tuning_reason
     analytic = ev.evaluate(design)
-    table, handoff_reason = design.table, ""
-    if design.policy == PDD:
-        relay_stage = analytic.stage("RLD capacity")
-        handoff = choose_handoff(ev, design, relay_stage.utilisation if relay_stage else 0.0)
-        table, handoff_reason = handoff.table, handoff.reason
     pools = tuple(
         PoolPlan(
             site=p.site,
@@ -273,6 +259,7 @@ def finish(
         chosen=chosen,
         base=base,
         handoff=handoff_reason,
+        tuning=tuning_reason,
         ev=ev,
     )
     reasons["verdict"] = verdict(ev, best, chosen, single_site=not _placements(inputs))
@@ -341,6 +328,7 @@ def _reasons(
     chosen: Verification,
     base: Verification | None,
     handoff: str,
+    tuning: str,
     ev: Evaluator,
 ) -> dict[str, object]:
     table = design.table
@@ -355,9 +343,8 @@ def _reasons(
             f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN "
             f"transfer of the KV MD lacks fits in it goes P-MD "
             f"({analytic.shares.get('P-MD', 0):.0%} predicted, "
-            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD; chosen "
-            f"among {', '.join(f'{b:g}' for b in inputs.settings.transfer_budgets_s)} s as the "
-            "cheapest design the simulator confirmed.",
+            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD.",
+            tuning,
             f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
             f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish "
             f"on RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of "
