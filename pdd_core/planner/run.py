@@ -262,7 +262,14 @@ def finish(
         tuning=tuning_reason,
         ev=ev,
     )
-    reasons["verdict"] = verdict(ev, best, chosen, single_site=not _placements(inputs))
+    reasons["verdict"] = verdict(
+        ev,
+        best,
+        chosen,
+        single_site=not _placements(inputs),
+        checked=checked,
+        aggregated_floor=min((s.evaluation.cost_per_hour for s in found.colocated), default=None),
+    )
     reasons["rld_mode"] = rld_mode_reason(ev, found.pdd, design)
     reasons["model"] = model_sentence(ev, [c.chip for c in inputs.candidates])
     return Plan(
