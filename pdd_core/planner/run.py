@@ -17,6 +17,7 @@ from typing import Any
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
 from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design
+from pdd_core.planner.improve import best_confirmed, confirmed, improve
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.reasons import (
@@ -37,12 +38,9 @@ from pdd_core.planner.result import (
 from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
 from pdd_core.planner.tuning import evaluator_for, plan_routing
 from pdd_core.planner.verdict import rld_mode_reason, verdict
-from pdd_core.planner.verify import Verification, fix_up, verify
+from pdd_core.planner.verify import Verification, verify
 
 Progress = Callable[[float, str], None]
-
-# A verified design must also serve (not reject with 429) all but this share of requests.
-MAX_REJECTED_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +54,6 @@ class Prepared:
 
 def _noop(_: float, __: str) -> None:
     return None
-
-
-def confirmed(verification: Verification) -> bool:
-    """The simulator met every SLA percentile and rejected at most 1% of the requests."""
-    s = verification.summary
-    return bool(s.sla_met and s.rejected <= MAX_REJECTED_SHARE * max(s.requests, 1))
 
 
 def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared:
@@ -97,73 +89,6 @@ def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
         if ranked:
             picked.append(ranked[0].design)
     return picked
-
-
-def _best(checked: Sequence[Verification], policy: str) -> Verification | None:
-    """The cheapest design of ``policy`` the simulator confirmed (then the higher BCR)."""
-    good = [v for v in checked if v.design.policy == policy and confirmed(v)]
-    return min(good, key=lambda v: (v.summary.cost_per_hour, -v.summary.bcr), default=None)
-
-
-def _improve(
-    inputs: PlannerInputs,
-    *,
-    prepared: Prepared,
-    checked: list[Verification],
-    policy: str,
-    budget: int,
-    report: Progress,
-) -> None:
-    """Fix up (or move down the ranking) until a design of ``policy`` is confirmed or the
-    simulation budget is spent. Appends to ``checked``."""
-    ranking = prepared.found.ranked(policy)
-    tried = {v.design for v in checked}
-    runs = sum(1 for v in checked if v.design.policy == policy)
-    while _best(checked, policy) is None and runs < budget:
-        # Fix-ups of every failed design so far, cheapest first (the search is for the lowest
-        # cost that meets the SLA); then the next design of the analytic ranking.
-        stalled = _stalled(checked)
-        fixes = [fix_up(inputs, v) for v in checked if v.design.policy == policy]
-        untried = sorted(
-            (d for d in fixes if d is not None and d not in tried and _shape_key(d) not in stalled),
-            key=lambda d: (d.cost(prepared.evaluator.chips), d.label()),
-        )
-        proposal = untried[0] if untried else None
-        if proposal is None:
-            proposal = next(
-                (
-                    s.design
-                    for s in ranking
-                    if s.design not in tried and _shape_key(s.design) not in stalled
-                ),
-                None,
-            )
-        if proposal is None:
-            return
-        tried.add(proposal)
-        total = inputs.settings.max_simulations + 2 * inputs.settings.baseline_simulations
-        report(min(0.2 + 0.6 * len(checked) / max(total, 1), 0.8), f"simulating {proposal.label()}")
-        checked.append(verify(inputs, proposal))
-        runs += 1
-
-
-def _shape_key(design: Design) -> tuple[object, ...]:
-    """A design without its instance counts: what growing by one instance keeps."""
-    pools = tuple((p.role, p.chip, p.site, p.shape) for p in design.pools)
-    return (design.policy, pools, design.rld_mode, design.table)
-
-
-def _stalled(checked: Sequence[Verification]) -> set[tuple[object, ...]]:
-    """Shapes whose last fix-up did not shorten the simulated TTFT P99 by 5%: their requests
-    miss on service time, which more instances of the same shape do not buy back."""
-    last: dict[tuple[object, ...], float] = {}
-    stalled: set[tuple[object, ...]] = set()
-    for v in checked:
-        key = _shape_key(v.design)
-        if key in last and v.summary.ttft_p99 > 0.95 * last[key]:
-            stalled.add(key)
-        last[key] = v.summary.ttft_p99
-    return stalled
 
 
 def finish(
@@ -202,11 +127,17 @@ def finish(
         (COLOCATED, inputs.settings.baseline_simulations),
     )
     for policy, budget in budgets:
-        _improve(
-            inputs, prepared=prepared, checked=checked, policy=policy, budget=budget, report=report
+        improve(
+            inputs,
+            ranking=prepared.found.ranked(policy),
+            chips=ev.chips,
+            checked=checked,
+            policy=policy,
+            budget=budget,
+            report=report,
         )
     search_info["simulations"] = [_simulation_row(v) for v in checked]
-    best = {policy: _best(checked, policy) for policy, _ in budgets}
+    best = {policy: best_confirmed(checked, policy) for policy, _ in budgets}
     confirmed_designs = [v for v in best.values() if v is not None]
     if not confirmed_designs:
         return _unconfirmed(inputs, checked, search_info)
