@@ -3,12 +3,13 @@
 A routing table belongs to a design *and a line*. The transfer budget decides which requests go
 P-MD (their KV fits the budget on this line) and which relay through RLD while the KV crosses;
 on a faster line the same budget sends more requests P-MD, so MD takes their whole decode and
-RLD less. When MD is the weaker decode pool that can lower capacity: on the test topology (RLD
-an H800 x 16 instance, MD an H20 x 8) a 2 s budget carries 1.57 req/s at 10 Gbps and 0.52 at
-40 Gbps (``docs/simulator.md``). A faster line never makes a *re-tuned* design worse: the
-candidate tables include every budget the planner tries, and on the faster line one of them
-keeps the relay share the design needs while each transfer still finishes no later
-(``transfer.FairShareLink``, property-tested), which ``tests/pdd_core/planner`` checks.
+RLD less. When MD is the weaker decode pool, that can lower capacity: on the small scenario's
+pools with an H800 x 16 RLD pool and one H20 x 8 MD, a 2 s budget carries 0.67 req/s at 10 Gbps,
+0.26 at 20 and 0.61 at 40 (``docs/planner.md``). Re-tuned for each line, the designs tested never
+lose capacity on a faster line (``tests/pdd_core/planner/test_wan_property.py``). That is
+observed, not proven: a faster line finishes every transfer no later (``transfer.FairShareLink``,
+property-tested), and among the candidates a smaller budget keeps more requests relayed, but
+nothing guarantees that some candidate reproduces the slower line's routing exactly.
 
 ``tune_routing`` is therefore what both the planner and anyone who changes a line call:
 
