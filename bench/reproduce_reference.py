@@ -55,6 +55,7 @@ def plan_figures(path: Path) -> dict[str, Any]:
     figures.update(
         recommended=outcome.policy,
         verdict=verdict["sentence"],
+        versus_aggregated=verdict.get("versus_aggregated", ""),
         binding=outcome.reasons["summary"],
         designs=rows,
     )
@@ -152,6 +153,7 @@ def main() -> int:
         print(f"planner: no plan - {plan['infeasible']}")
     else:
         print(f"planner recommends {plan['recommended']}: {plan['verdict']}")
+        print(f"versus aggregated: {plan['versus_aggregated']}")
         print(f"what binds: {plan['binding']}")
     print()
     print(f"{'policy':<16}{'capacity req/s':>15}{'$/h':>9}{'BCR req/h per $/h':>19}  bound")

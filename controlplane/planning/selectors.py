@@ -70,7 +70,11 @@ def active_config() -> dict[str, Any] | None:
         "model": result.get("model"),
         "routing_table": result.get("routing_table"),
         "pools": [
-            {k: pool[k] for k in ("site", "chip", "role", "instances", "tp")}
+            {
+                **{k: pool[k] for k in ("site", "chip", "role", "instances", "tp")},
+                # The whole instance shape (plans before pipeline/expert parallelism have tp only).
+                **{k: int(pool.get(k, 1)) for k in ("pp", "dp", "ep")},
+            }
             for pool in result.get("pools", [])
         ],
     }

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pdd_core.routing import RoutingTable
-from pdd_core.specs import SLA
+from pdd_core.specs import SLA, InstanceShape, ShapeError, check_shape, load_chips, load_models
 
 
 class ProcessRole(StrEnum):
@@ -73,7 +73,9 @@ class EngineSpec:
     """Which engine every agent runs: ``tiny`` (real numpy model), ``timed`` (roofline-paced)
     or ``llamacpp`` (a GGUF model on llama.cpp).
 
-    For ``timed``, ``chips`` names the chip of each role (P and RLD in site A, MD in site B).
+    For ``timed``, ``chips`` names the chip of each role (P and RLD in site A, MD in site B)
+    and ``tp x pp x dp`` (``ep`` for MoE) is every instance's shape, checked against
+    ``specs.shape``'s rules for each role's chip when the file is read.
     For ``llamacpp``, ``llamacpp`` holds the GGUF path and context settings
     (``pdd_core.engine.llamacpp_config``).
     """
@@ -82,6 +84,9 @@ class EngineSpec:
     model: str = "tiny-test"
     chips: Mapping[str, str] = field(default_factory=dict)
     tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
     time_scale: float = 1.0
     payload_scale: float = 1.0
     block_size: int = 16
@@ -89,6 +94,11 @@ class EngineSpec:
     prefill_s: float = 0.0  # floor on a prefill pass's seconds (the same, for prefill)
     vllm: Mapping[str, Any] = field(default_factory=dict)  # kind vllm: engine.vllm.config
     llamacpp: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> InstanceShape:
+        """Every instance's ``specs.shape.InstanceShape`` (the timed engine times passes on it)."""
+        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +238,8 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
     engine = _section(raw, "engine", EngineSpec)
     if engine.kind not in ("tiny", "timed", "vllm", "llamacpp"):
         raise ConfigError("engine.kind: must be tiny, timed, vllm or llamacpp")
+    if engine.kind == "timed":
+        _check_timed_shape(engine, agents)
     if engine.kind == "vllm":
         _check_vllm(engine, agents)
     if engine.kind == "llamacpp":
@@ -253,6 +265,31 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
         path=path,
         raw=dict(raw),
     )
+
+
+def _check_timed_shape(engine: EngineSpec, agents: list[AgentSpec]) -> None:
+    """The timed engine's shape must be a valid instance of the model on every role's chip
+    (``specs.shape.check_shape``: TP within the scale-up domain and dividing the heads, the
+    weights fitting HBM, ...); the error names the role, the chip and the rule."""
+    models, chips = load_models(), load_chips()
+    if engine.model not in models:
+        raise ConfigError(f"engine.model: {engine.model!r} is not in the model catalog")
+    try:
+        shape = engine.shape
+    except ShapeError as exc:
+        raise ConfigError(f"engine: {exc}") from None
+    default = next(iter(engine.chips.values()), "h800")
+    for role in sorted({a.role for a in agents if a.role != "gateway"}):
+        chip = engine.chips.get(role, default)
+        if chip not in chips:
+            raise ConfigError(f"engine.chips.{role}: {chip!r} is not in the chip catalog")
+        try:
+            check_shape(models[engine.model], chips[chip], shape)
+        except ShapeError as exc:
+            raise ConfigError(
+                f"engine: {role} on {chip}: {shape.label()} is not a valid instance of "
+                f"{engine.model}: {exc.detail} [rule {exc.rule}]"
+            ) from None
 
 
 def _check_vllm(engine: EngineSpec, agents: list[AgentSpec]) -> None:

@@ -55,7 +55,7 @@ def make_engine(config: DataPlaneConfig, role: str, agent_id: str = "") -> Engin
     return TimedEngine(
         model,
         chip,
-        tp=spec.tp,
+        tp=spec.shape,
         time_scale=spec.time_scale,
         payload_scale=spec.payload_scale,
         block_size=spec.block_size,
@@ -137,7 +137,7 @@ class Predictor:
         spec = self._config.engine
         if spec.kind == "timed":
             timing = perf.prefill_time(
-                self._model, self._chips["prefill"], max(1, miss_tokens), cached_tokens, spec.tp
+                self._model, self._chips["prefill"], max(1, miss_tokens), cached_tokens, spec.shape
             )
             return timing.seconds * spec.time_scale
         return self._config.prefill_s_per_token * miss_tokens
@@ -147,7 +147,7 @@ class Predictor:
         spec = self._config.engine
         if spec.kind == "timed":
             timing = perf.decode_step_time(
-                self._model, self._chips[role], [context] * max(1, batch), spec.tp
+                self._model, self._chips[role], [context] * max(1, batch), spec.shape
             )
             return timing.seconds * spec.time_scale
         return spec.decode_step_s

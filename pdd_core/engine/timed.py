@@ -92,7 +92,7 @@ class TimedEngine:
 
     ``time_scale`` multiplies every simulated duration (0 = no pacing, for throughput
     benches); ``payload_scale`` multiplies KV bytes on the wire. ``tp`` is the instance's
-    tensor-parallel degree, as in ``pdd_core.perf``.
+    tensor-parallel degree or its whole ``InstanceShape``, as in ``pdd_core.perf``.
     """
 
     def __init__(
@@ -100,7 +100,7 @@ class TimedEngine:
         model: ModelSpec,
         chip: ChipSpec,
         *,
-        tp: int = 1,
+        tp: perf.ShapeLike = 1,
         time_scale: float = 1.0,
         payload_scale: float = 1.0,
         block_size: int = 64,

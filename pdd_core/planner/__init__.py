@@ -18,12 +18,12 @@ explanation. Everything is deterministic for the scenario's seed.
 from pdd_core.planner.bathtub import Bathtub, BathtubPoint, bathtub, hit_grid
 from pdd_core.planner.design import Design, PoolChoice, design_from_dict
 from pdd_core.planner.from_scenario import inputs_from_scenario
+from pdd_core.planner.improve import confirmed
 from pdd_core.planner.inputs import CandidateChip, PlannerInputs, PlannerSettings
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.result import Infeasible, Plan, PlanOutcome, PoolPlan
 from pdd_core.planner.run import (
     Prepared,
-    confirmed,
     finish,
     first_round,
     make_plan,

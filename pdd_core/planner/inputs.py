@@ -43,7 +43,11 @@ class PlannerSettings:
     - ``baseline_simulations``: the same for the homogeneous baseline;
     - ``bathtub_points``: hit rates evaluated for the bathtub curve;
     - ``samples``: requests sampled for the analytic model;
-    - ``transfer_budgets_s``: the P-MD transfer budgets the search tries.
+    - ``transfer_budgets_s``: the P-MD transfer budgets the search tries;
+    - ``tuning_max_requests``: the recommended PDD design's routing table is re-tuned by
+      simulated capacity (``planner.tuning``) when the workload has at most this many requests;
+      above it each candidate's capacity search costs more than the planner's CPU budget
+      allows, and the table the sized search chose is kept (the reasons say which).
     """
 
     verify: int = 2
@@ -53,6 +57,7 @@ class PlannerSettings:
     samples: int = 2000
     transfer_budgets_s: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
     singular_min_inputs: tuple[int, ...] = (32_768, 65_536)
+    tuning_max_requests: int = 2_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
 from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design
-from pdd_core.planner.handoff import choose_handoff
+from pdd_core.planner.improve import best_confirmed, confirmed, improve
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.reasons import (
@@ -36,14 +36,11 @@ from pdd_core.planner.result import (
     predicted_from,
 )
 from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
+from pdd_core.planner.tuning import evaluator_for, plan_routing
 from pdd_core.planner.verdict import rld_mode_reason, verdict
-from pdd_core.planner.verify import Verification, fix_up, verify
-from pdd_core.specs import LinkKind
+from pdd_core.planner.verify import Verification, verify
 
 Progress = Callable[[float, str], None]
-
-# A verified design must also serve (not reject with 429) all but this share of requests.
-MAX_REJECTED_SHARE = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +56,6 @@ def _noop(_: float, __: str) -> None:
     return None
 
 
-def confirmed(verification: Verification) -> bool:
-    """The simulator met every SLA percentile and rejected at most 1% of the requests."""
-    s = verification.summary
-    return bool(s.sla_met and s.rejected <= MAX_REJECTED_SHARE * max(s.requests, 1))
-
-
 def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared:
     """Profile the workload and search the design space with the analytic model."""
     report = progress or _noop
@@ -76,19 +67,7 @@ def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared
         max_samples=inputs.settings.samples,
         seed=inputs.seed,
     )
-    wan = next((lk for lk in inputs.links if lk.kind is LinkKind.WAN), None)
-    rdma = next((lk for lk in inputs.links if lk.kind is LinkKind.RDMA), None)
-    evaluator = Evaluator(
-        model=inputs.model,
-        chips=dict(inputs.chips),
-        wan=wan,
-        rdma=rdma,
-        sla=inputs.sla,
-        prices=inputs.prices,
-        config=inputs.config,
-        profile=profile,
-        seed=inputs.seed,
-    )
+    evaluator = evaluator_for(inputs, profile)
     found = search(evaluator, inputs, lambda f: report(0.05 + 0.15 * f, "analytic search"))
     return Prepared(profile, evaluator, found)
 
@@ -110,73 +89,6 @@ def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
         if ranked:
             picked.append(ranked[0].design)
     return picked
-
-
-def _best(checked: Sequence[Verification], policy: str) -> Verification | None:
-    """The cheapest design of ``policy`` the simulator confirmed (then the higher BCR)."""
-    good = [v for v in checked if v.design.policy == policy and confirmed(v)]
-    return min(good, key=lambda v: (v.summary.cost_per_hour, -v.summary.bcr), default=None)
-
-
-def _improve(
-    inputs: PlannerInputs,
-    *,
-    prepared: Prepared,
-    checked: list[Verification],
-    policy: str,
-    budget: int,
-    report: Progress,
-) -> None:
-    """Fix up (or move down the ranking) until a design of ``policy`` is confirmed or the
-    simulation budget is spent. Appends to ``checked``."""
-    ranking = prepared.found.ranked(policy)
-    tried = {v.design for v in checked}
-    runs = sum(1 for v in checked if v.design.policy == policy)
-    while _best(checked, policy) is None and runs < budget:
-        # Fix-ups of every failed design so far, cheapest first (the search is for the lowest
-        # cost that meets the SLA); then the next design of the analytic ranking.
-        stalled = _stalled(checked)
-        fixes = [fix_up(inputs, v) for v in checked if v.design.policy == policy]
-        untried = sorted(
-            (d for d in fixes if d is not None and d not in tried and _shape_key(d) not in stalled),
-            key=lambda d: (d.cost(prepared.evaluator.chips), d.label()),
-        )
-        proposal = untried[0] if untried else None
-        if proposal is None:
-            proposal = next(
-                (
-                    s.design
-                    for s in ranking
-                    if s.design not in tried and _shape_key(s.design) not in stalled
-                ),
-                None,
-            )
-        if proposal is None:
-            return
-        tried.add(proposal)
-        total = inputs.settings.max_simulations + 2 * inputs.settings.baseline_simulations
-        report(min(0.2 + 0.6 * len(checked) / max(total, 1), 0.8), f"simulating {proposal.label()}")
-        checked.append(verify(inputs, proposal))
-        runs += 1
-
-
-def _shape_key(design: Design) -> tuple[object, ...]:
-    """A design without its instance counts: what growing by one instance keeps."""
-    pools = tuple((p.role, p.chip, p.site, p.shape) for p in design.pools)
-    return (design.policy, pools, design.rld_mode, design.table)
-
-
-def _stalled(checked: Sequence[Verification]) -> set[tuple[object, ...]]:
-    """Shapes whose last fix-up did not shorten the simulated TTFT P99 by 5%: their requests
-    miss on service time, which more instances of the same shape do not buy back."""
-    last: dict[tuple[object, ...], float] = {}
-    stalled: set[tuple[object, ...]] = set()
-    for v in checked:
-        key = _shape_key(v.design)
-        if key in last and v.summary.ttft_p99 > 0.95 * last[key]:
-            stalled.add(key)
-        last[key] = v.summary.ttft_p99
-    return stalled
 
 
 def finish(
@@ -215,23 +127,28 @@ def finish(
         (COLOCATED, inputs.settings.baseline_simulations),
     )
     for policy, budget in budgets:
-        _improve(
-            inputs, prepared=prepared, checked=checked, policy=policy, budget=budget, report=report
+        improve(
+            inputs,
+            ranking=prepared.found.ranked(policy),
+            chips=ev.chips,
+            checked=checked,
+            policy=policy,
+            budget=budget,
+            report=report,
         )
     search_info["simulations"] = [_simulation_row(v) for v in checked]
-    best = {policy: _best(checked, policy) for policy, _ in budgets}
+    best = {policy: best_confirmed(checked, policy) for policy, _ in budgets}
     confirmed_designs = [v for v in best.values() if v is not None]
     if not confirmed_designs:
         return _unconfirmed(inputs, checked, search_info)
     chosen = min(confirmed_designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
     report(0.85, "deriving handoff thresholds and the bathtub")
-    design = chosen.design
+    routing = plan_routing(inputs, ev, chosen, confirmed)
+    if routing.chosen is not chosen:
+        chosen = best[PDD] = routing.chosen
+    design, table = chosen.design, routing.table
+    handoff_reason, tuning_reason = routing.handoff_reason, routing.tuning_reason
     analytic = ev.evaluate(design)
-    table, handoff_reason = design.table, ""
-    if design.policy == PDD:
-        relay_stage = analytic.stage("RLD capacity")
-        handoff = choose_handoff(ev, design, relay_stage.utilisation if relay_stage else 0.0)
-        table, handoff_reason = handoff.table, handoff.reason
     pools = tuple(
         PoolPlan(
             site=p.site,
@@ -273,9 +190,17 @@ def finish(
         chosen=chosen,
         base=base,
         handoff=handoff_reason,
+        tuning=tuning_reason,
         ev=ev,
     )
-    reasons["verdict"] = verdict(ev, best, chosen, single_site=not _placements(inputs))
+    reasons["verdict"] = verdict(
+        ev,
+        best,
+        chosen,
+        single_site=not _placements(inputs),
+        checked=checked,
+        aggregated_floor=min((s.evaluation.cost_per_hour for s in found.colocated), default=None),
+    )
     reasons["rld_mode"] = rld_mode_reason(ev, found.pdd, design)
     reasons["model"] = model_sentence(ev, [c.chip for c in inputs.candidates])
     return Plan(
@@ -341,6 +266,7 @@ def _reasons(
     chosen: Verification,
     base: Verification | None,
     handoff: str,
+    tuning: str,
     ev: Evaluator,
 ) -> dict[str, object]:
     table = design.table
@@ -355,9 +281,8 @@ def _reasons(
             f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN "
             f"transfer of the KV MD lacks fits in it goes P-MD "
             f"({analytic.shares.get('P-MD', 0):.0%} predicted, "
-            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD; chosen "
-            f"among {', '.join(f'{b:g}' for b in inputs.settings.transfer_budgets_s)} s as the "
-            "cheapest design the simulator confirmed.",
+            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD.",
+            tuning,
             f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
             f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish "
             f"on RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of "

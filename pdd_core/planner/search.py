@@ -171,12 +171,15 @@ def _grow(design: Design, evaluation: Evaluation, sla: SLA) -> Design | None:
 
     Steered by the violations' kinds (``Constraint``). None when growing cannot help: the WAN
     line is full, a single sequence does not fit, or the TTFT tail is missed with every queue
-    empty (service time, not capacity).
+    empty (service time, not capacity). An aggregated design is the exception to the last
+    rule: its prefills share each instance with the running decodes, so their service time is
+    stretched by the decode share, which one more instance lowers; it grows until the SLA
+    holds or the chip limit stops it, as the disaggregated families do.
     """
-    service = evaluation.ttft_service
-    if service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s:
-        return None
     colocated = design.policy == COLOCATED
+    service = evaluation.ttft_service
+    if not colocated and (service["p90"] > sla.ttft_p90_s or service["p99"] > sla.ttft_p99_s):
+        return None
     for violation in evaluation.violations:
         kind = violation.kind
         if kind in (Constraint.DECODE_FIT, Constraint.RELAY_FIT, Constraint.WAN):

@@ -54,8 +54,12 @@ def verdict(
     chosen: Verification,
     *,
     single_site: bool,
+    checked: Sequence[Verification] = (),
+    aggregated_floor: float | None = None,
 ) -> dict[str, Any]:
-    """Which family wins and why, with every confirmed family's cost and simulated BCR."""
+    """Which family wins and why, with every confirmed family's cost and simulated BCR, and
+    whether PDD beats the best aggregated design (``checked``: every design simulated;
+    ``aggregated_floor``: the cheapest aggregated design the analytic model accepts)."""
     rows = []
     for family in FAMILIES:
         v = best.get(family)
@@ -78,12 +82,64 @@ def verdict(
     if pdd is not None and cheapest_other is not None:
         pays = pdd.design.cost(ev.chips) < cheapest_other.design.cost(ev.chips)
     sentence = _sentence(ev, pdd, cheapest_other, winner, single_site)
+    tried = [v for v in checked if v.design.policy == COLOCATED]
     return {
         "recommended": winner,
         "pdd_pays": pays,
         "sentence": sentence,
+        "pdd_beats_aggregated": (
+            None
+            if pdd is None or agg is None
+            else pdd.design.cost(ev.chips) < agg.design.cost(ev.chips)
+        ),
+        "versus_aggregated": versus_aggregated(ev, pdd, agg, tried, aggregated_floor),
         "designs": rows,
     }
+
+
+def versus_aggregated(
+    ev: Evaluator,
+    pdd: Verification | None,
+    aggregated: Verification | None,
+    tried: Sequence[Verification],
+    floor: float | None = None,
+) -> str:
+    """Whether PDD's confirmed design is cheaper than the best confirmed aggregated one at the
+    same SLA, or why that is not settled: each aggregated design simulated and what it missed,
+    and the cheapest aggregated design the analytic model accepts (``floor``, $/h)."""
+    if pdd is None:
+        return ""
+    cost = pdd.design.cost(ev.chips)
+    if aggregated is None:
+        runs = "; ".join(
+            f"{v.design.label()} ${v.design.cost(ev.chips):.1f}/h: TTFT P90 "
+            f"{v.summary.ttft_p90:.2f} s / P99 {v.summary.ttft_p99:.2f} s, TPOT P99 "
+            f"{v.summary.tpot_p99 * 1e3:.0f} ms, misses dominated by {v.cause}"
+            for v in tried
+        )
+        sentence = (
+            "Not settled: no aggregated design met the SLA within the simulation budget"
+            + (f" ({runs})" if runs else "")
+            + f"; PDD's ${cost:.1f}/h is compared with the homogeneous disaggregated design only."
+        )
+        if (
+            floor is not None
+            and floor > cost
+            and all(v.design.cost(ev.chips) > cost for v in tried)
+        ):
+            sentence += (
+                f" Every aggregated design simulated costs more than PDD and still missed, and "
+                f"the analytic model accepts none below ${floor:.1f}/h."
+            )
+        return sentence
+    other = aggregated.design.cost(ev.chips)
+    verb = "beats" if cost < other else "does not beat"
+    return (
+        f"PDD {verb} the best aggregated design: ${cost:.1f}/h against ${other:.1f}/h for "
+        f"{aggregated.design.label()} at the same SLA, both confirmed by the simulator "
+        f"(PDD {1 - cost / other:+.1%} cheaper; simulated BCR {pdd.summary.bcr * 1e3:.2f} vs "
+        f"{aggregated.summary.bcr * 1e3:.2f} x1000)."
+    )
 
 
 def _sentence(

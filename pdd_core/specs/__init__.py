@@ -1,6 +1,8 @@
 """Specifications of chips, models, links, sites, SLAs and prices, and the catalogs they load from.
 
-``core`` holds the frozen, validated dataclasses; ``catalog`` the loaders of ``fixtures/``.
+``core`` holds the frozen, validated hardware and contract dataclasses (chips, models, SLAs,
+prices), ``deployment`` the sites, links, pools and topology, ``shape`` the instance-shape
+rules, ``catalog`` the loaders of ``fixtures/``.
 Everything is re-exported here: callers import from ``pdd_core.specs``.
 """
 
@@ -21,16 +23,13 @@ from pdd_core.specs.core import (
     Attention,
     ChipSpec,
     LinkKind,
-    LinkSpec,
     ModelSpec,
-    PoolSpec,
     PriceBook,
     RldMode,
     Role,
-    SiteSpec,
     SpecError,
-    Topology,
 )
+from pdd_core.specs.deployment import LinkSpec, PoolSpec, SiteSpec, Topology
 from pdd_core.specs.shape import (
     HBM_RESERVE_FRACTION,
     InstanceShape,

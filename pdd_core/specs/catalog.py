@@ -12,15 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from pdd_core.specs.core import (
-    ChipSpec,
-    LinkSpec,
-    ModelSpec,
-    PoolSpec,
-    SiteSpec,
-    SpecError,
-    Topology,
-)
+from pdd_core.specs.core import ChipSpec, ModelSpec, SpecError
+from pdd_core.specs.deployment import LinkSpec, PoolSpec, SiteSpec, Topology
 
 CATALOG_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "catalog"
 
@@ -113,9 +106,12 @@ def topology_from_dict(
 
 
 def load_topology(path: Path) -> Topology:
-    """Read a topology JSON file such as ``fixtures/demo/topology.json``."""
+    """Read a topology JSON file such as ``fixtures/demo/topology.json``; every pool's shape
+    must obey ``specs.shape`` (``ShapeError`` naming the pool and the rule)."""
     with Path(path).open(encoding="utf-8") as fh:
         raw = json.load(fh)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a JSON object")
-    return topology_from_dict(raw)
+    topology = topology_from_dict(raw)
+    topology.check_shapes()
+    return topology

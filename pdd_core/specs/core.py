@@ -1,4 +1,4 @@
-"""Specifications of the things PDD serves with: chips, models, links, sites, SLAs and prices.
+"""Specifications of the things PDD serves with: chips, models, SLAs and prices.
 
 Every number the product computes starts from one of these frozen dataclasses. They validate
 on construction (a bad value raises ``ValueError`` naming the field), carry no behaviour beyond
@@ -9,13 +9,8 @@ the control plane seeds its database from, so both halves read the same figures.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pdd_core.specs.shape import InstanceShape
 
 GIB = 1024**3
 
@@ -64,7 +59,8 @@ class SpecError(ValueError):
         self.message = message
 
 
-def _positive(obj: object, *names: str) -> None:
+def require_positive(obj: object, *names: str) -> None:
+    """Raise ``SpecError`` unless each named attribute of ``obj`` is a positive finite number."""
     for name in names:
         value = getattr(obj, name)
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -73,7 +69,8 @@ def _positive(obj: object, *names: str) -> None:
             raise SpecError(name, f"must be a positive finite number, got {value!r}")
 
 
-def _non_negative(obj: object, *names: str) -> None:
+def require_non_negative(obj: object, *names: str) -> None:
+    """Raise ``SpecError`` unless each named attribute is a non-negative finite number."""
     for name in names:
         value = getattr(obj, name)
         if not isinstance(value, int | float) or isinstance(value, bool):
@@ -82,14 +79,16 @@ def _non_negative(obj: object, *names: str) -> None:
             raise SpecError(name, f"must be a non-negative finite number, got {value!r}")
 
 
-def _fraction(obj: object, *names: str) -> None:
+def require_fraction(obj: object, *names: str) -> None:
+    """Raise ``SpecError`` unless each named attribute lies in (0, 1]."""
     for name in names:
         value = getattr(obj, name)
         if not isinstance(value, int | float) or not 0 < value <= 1:
             raise SpecError(name, f"must be in (0, 1], got {value!r}")
 
 
-def _identifier(value: str, name: str = "id") -> None:
+def require_identifier(value: str, name: str = "id") -> None:
+    """Raise ``SpecError`` unless ``value`` is a non-empty string."""
     if not value or not isinstance(value, str):
         raise SpecError(name, "must be a non-empty string")
 
@@ -124,12 +123,12 @@ class ChipSpec:
     chips_per_node: int = 8
 
     def __post_init__(self) -> None:
-        _identifier(self.id)
+        require_identifier(self.id)
         for name in ("scaleup_domain", "chips_per_node"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(name, f"must be a positive integer, got {value!r}")
-        _positive(
+        require_positive(
             self,
             "bf16_tflops",
             "hbm_gib",
@@ -137,10 +136,10 @@ class ChipSpec:
             "scaleup_gbytes_per_s",
             "scaleout_gbits_per_s",
         )
-        _non_negative(self, "price_per_hour")
-        _fraction(self, "compute_efficiency", "memory_efficiency")
+        require_non_negative(self, "price_per_hour")
+        require_fraction(self, "compute_efficiency", "memory_efficiency")
         if self.fp8_tflops is not None:
-            _positive(self, "fp8_tflops")
+            require_positive(self, "fp8_tflops")
 
     @property
     def peak_flops(self) -> float:
@@ -191,7 +190,7 @@ class ModelSpec:
     estimate: bool = False
 
     def __post_init__(self) -> None:
-        _identifier(self.id)
+        require_identifier(self.id)
         if not isinstance(self.attention, Attention):
             try:
                 object.__setattr__(self, "attention", Attention(self.attention))
@@ -199,7 +198,7 @@ class ModelSpec:
                 raise SpecError(
                     "attention", f"must be one of mha, gqa, mla, got {self.attention!r}"
                 ) from None
-        _positive(
+        require_positive(
             self,
             "total_params_b",
             "active_params_b",
@@ -212,7 +211,7 @@ class ModelSpec:
             "weight_bytes_per_param",
             "max_context",
         )
-        _non_negative(self, "kv_lora_rank", "rope_dim", "moe_experts", "moe_top_k")
+        require_non_negative(self, "kv_lora_rank", "rope_dim", "moe_experts", "moe_top_k")
         if self.active_params_b > self.total_params_b:
             raise SpecError("active_params_b", "cannot exceed total_params_b")
         if self.kv_heads > self.attention_heads:
@@ -259,96 +258,6 @@ class ModelSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class LinkSpec:
-    """A network path: RDMA inside a site or a WAN line between two sites.
-
-    ``jitter_ms`` is the standard deviation of the extra one-way delay a transfer sees;
-    ``bandwidth_jitter`` the coefficient of variation of the bandwidth a transfer gets.
-    """
-
-    id: str
-    kind: LinkKind
-    source_site: str
-    target_site: str
-    bandwidth_gbps: float
-    rtt_ms: float
-    jitter_ms: float = 0.0
-    bandwidth_jitter: float = 0.0
-    cost_per_gb: float = 0.0
-
-    def __post_init__(self) -> None:
-        _identifier(self.id)
-        if not isinstance(self.kind, LinkKind):
-            try:
-                object.__setattr__(self, "kind", LinkKind(self.kind))
-            except ValueError:
-                raise SpecError("kind", f"must be rdma or wan, got {self.kind!r}") from None
-        _positive(self, "bandwidth_gbps")
-        _non_negative(self, "rtt_ms", "jitter_ms", "bandwidth_jitter", "cost_per_gb")
-        if self.bandwidth_jitter >= 1:
-            raise SpecError("bandwidth_jitter", "must be below 1")
-        if self.kind is LinkKind.WAN and self.source_site == self.target_site:
-            raise SpecError("target_site", "a WAN link joins two different sites")
-        if self.kind is LinkKind.RDMA and self.source_site != self.target_site:
-            raise SpecError("target_site", "an RDMA link is a site's internal fabric")
-
-    @property
-    def bytes_per_s(self) -> float:
-        return self.bandwidth_gbps * 1e9 / 8
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
-    """A group of identical instances of one role, on one chip type, in one site.
-
-    Each instance is ``tp x pp x dp`` chips (``specs.shape.InstanceShape``; ``ep`` is 1 or
-    ``tp x dp``); a drained pool has 0 instances. A ``Topology`` that knows the chip and model
-    validates the shape with ``specs.shape.check_shape``.
-    """
-
-    site: str
-    chip: str
-    model: str
-    role: Role
-    instances: int
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    ep: int = 1
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.role, Role):
-            try:
-                object.__setattr__(self, "role", Role(self.role))
-            except ValueError:
-                raise SpecError("role", f"must be P, RLD or MD, got {self.role!r}") from None
-        _positive(self, "tp", "pp", "dp", "ep")
-        _non_negative(self, "instances")
-
-    @property
-    def shape(self) -> InstanceShape:
-        from pdd_core.specs.shape import InstanceShape
-
-        return InstanceShape(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
-
-    @property
-    def chips_per_instance(self) -> int:
-        return self.tp * self.pp * self.dp
-
-
-@dataclass(frozen=True, slots=True)
-class SiteSpec:
-    """A datacenter ("site") and the region it sits in."""
-
-    id: str
-    name: str = ""
-    region: str = ""
-
-    def __post_init__(self) -> None:
-        _identifier(self.id)
-
-
-@dataclass(frozen=True, slots=True)
 class SLA:
     """Service-level targets: TTFT at P90/P99 and TPOT at P90/P99, in seconds."""
 
@@ -358,7 +267,7 @@ class SLA:
     tpot_p99_s: float = 0.1
 
     def __post_init__(self) -> None:
-        _positive(self, "ttft_p90_s", "ttft_p99_s", "tpot_p90_s", "tpot_p99_s")
+        require_positive(self, "ttft_p90_s", "ttft_p99_s", "tpot_p90_s", "tpot_p99_s")
         if self.ttft_p99_s < self.ttft_p90_s:
             raise SpecError("ttft_p99_s", "cannot be below ttft_p90_s")
         if self.tpot_p99_s < self.tpot_p90_s:
@@ -375,7 +284,7 @@ class PriceBook:
     currency: str = "USD"
 
     def __post_init__(self) -> None:
-        _non_negative(self, "miss_input_per_mtok", "hit_input_per_mtok", "output_per_mtok")
+        require_non_negative(self, "miss_input_per_mtok", "hit_input_per_mtok", "output_per_mtok")
         if self.hit_input_per_mtok > self.miss_input_per_mtok:
             raise SpecError("hit_input_per_mtok", "cannot exceed miss_input_per_mtok")
 
@@ -386,75 +295,3 @@ class PriceBook:
             + hit_tokens * self.hit_input_per_mtok
             + output_tokens * self.output_per_mtok
         ) / 1e6
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """Sites, the links between and inside them, and the pools that run where.
-
-    ``rld_mode`` says whether PDD's relay decode is its own pool or slots on the P instances
-    (``RldMode``); in the shared mode the topology has no RLD pool.
-    """
-
-    sites: tuple[SiteSpec, ...]
-    links: tuple[LinkSpec, ...] = ()
-    pools: tuple[PoolSpec, ...] = ()
-    chips: Mapping[str, ChipSpec] = field(default_factory=dict)
-    models: Mapping[str, ModelSpec] = field(default_factory=dict)
-    rld_mode: RldMode = RldMode.POOL
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.rld_mode, RldMode):
-            try:
-                object.__setattr__(self, "rld_mode", RldMode(self.rld_mode))
-            except ValueError:
-                raise SpecError(
-                    "rld_mode", f"must be pool or shared-with-prefill, got {self.rld_mode!r}"
-                ) from None
-        site_ids = [s.id for s in self.sites]
-        if len(set(site_ids)) != len(site_ids):
-            raise SpecError("sites", "site ids must be unique")
-        known = set(site_ids)
-        for link in self.links:
-            for end in (link.source_site, link.target_site):
-                if end not in known:
-                    raise SpecError("links", f"link {link.id} names unknown site {end!r}")
-        for pool in self.pools:
-            if pool.site not in known:
-                raise SpecError("pools", f"pool names unknown site {pool.site!r}")
-            if self.chips and pool.chip not in self.chips:
-                raise SpecError("pools", f"pool names unknown chip {pool.chip!r}")
-            if self.models and pool.model not in self.models:
-                raise SpecError("pools", f"pool names unknown model {pool.model!r}")
-
-    def check_shapes(self) -> None:
-        """Raise ``ShapeError`` (naming the pool and the rule) for the first invalid pool shape.
-
-        Scenario files and the planner call it: every shape they use must obey
-        ``specs.shape.check_shape``. Construction does not, so a test may build an engine on
-        any chip count.
-        """
-        from pdd_core.specs.shape import ShapeError, check_shape
-
-        for pool in self.pools:
-            try:
-                check_shape(self.models[pool.model], self.chips[pool.chip], pool.shape)
-            except ShapeError as exc:
-                raise ShapeError(
-                    exc.rule, f"pool {pool.site}/{pool.role}/{pool.chip}: {exc.detail}"
-                ) from None
-
-    def pools_of(self, role: Role, site: str | None = None) -> tuple[PoolSpec, ...]:
-        return tuple(p for p in self.pools if p.role is role and (site is None or p.site == site))
-
-    def link_between(self, a: str, b: str) -> LinkSpec | None:
-        for link in self.links:
-            if {link.source_site, link.target_site} == {a, b}:
-                return link
-        return None
-
-    def cost_per_hour(self) -> float:
-        """Hardware cost rate: per pool, whole nodes x chips per node x price per chip-hour."""
-        from pdd_core.specs.shape import pool_cost_per_hour
-
-        return sum(pool_cost_per_hour(self.chips[p.chip], p.shape, p.instances) for p in self.pools)

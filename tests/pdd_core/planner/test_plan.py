@@ -144,3 +144,24 @@ def test_a_single_site_inventory_gets_a_plan_and_is_told_why_not_pdd(
         "PDD does not apply: the inventory has one site, so there is no cross-datacenter placement"
     )
     assert {p.site for p in plan.pools} == {"dc-a"}
+
+
+@pytest.mark.parametrize("which", ["small_plan", "reference_plan"])
+def test_plan_says_whether_pdd_beats_the_best_aggregated_design(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    verdict = request.getfixturevalue(which).reasons["verdict"]
+    rows = {row["policy"]: row for row in verdict["designs"]}
+    sentence = verdict["versus_aggregated"]
+    if "pdd" not in rows:
+        assert sentence == ""
+        assert verdict["pdd_beats_aggregated"] is None
+    elif "colocated" not in rows:
+        assert verdict["pdd_beats_aggregated"] is None
+        assert sentence.startswith("Not settled: no aggregated design met the SLA")
+    else:
+        beats = rows["pdd"]["cost_per_hour"] < rows["colocated"]["cost_per_hour"]
+        assert verdict["pdd_beats_aggregated"] is beats
+        verb = "beats" if beats else "does not beat"
+        assert sentence.startswith(f"PDD {verb} the best aggregated design: ")
+        assert rows["colocated"]["design"] in sentence

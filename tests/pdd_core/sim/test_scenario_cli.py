@@ -52,7 +52,14 @@ def test_scenario_errors_name_the_key(tmp_path, edit, message):
 def test_compare_json_has_every_policy_and_exactly_the_keys(capsys):
     assert main(["compare", str(SMALL), "--json", "--capacity-iterations", "1"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert list(payload) == ["policies", "capacity"]
+    assert list(payload) == [
+        "sla",
+        "offered_rps",
+        "requests",
+        "policies",
+        "capacity",
+        "capacity_notes",
+    ]
     assert list(payload["policies"]) == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     for row in payload["policies"].values():
         assert tuple(row) == COMPARE_KEYS
@@ -66,13 +73,14 @@ def test_compare_json_has_every_policy_and_exactly_the_keys(capsys):
 def test_compare_without_capacity_prints_fixed_load_figures_only(capsys):
     assert main(["compare", str(SMALL), "--json", "--no-capacity"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert list(payload) == ["policies"]
+    assert list(payload) == ["sla", "offered_rps", "requests", "policies"]
 
 
 def test_compare_table_prints_all_policies_with_ratios(capsys):
     assert main(["compare", str(SMALL)]) == 0
     out = capsys.readouterr().out
-    header = out.splitlines()[0].split()
+    assert out.startswith("SLA: TTFT P90 <= ")
+    header = out.splitlines()[3].split()
     assert header == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     assert "ratios (x) are to same-dc" in out
     assert "capacity goodput (req/s)" in out
