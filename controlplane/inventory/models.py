@@ -320,16 +320,24 @@ class InstancePool(models.Model):
     chip = models.ForeignKey(ChipModel, on_delete=models.PROTECT, related_name="pools")
     model = models.ForeignKey(ModelProfile, on_delete=models.PROTECT, related_name="pools")
     role = models.CharField(max_length=3, choices=Role.choices)
-    chips_per_instance = models.PositiveIntegerField(default=1, help_text="tensor parallel degree")
+    chips_per_instance = models.PositiveIntegerField(
+        default=1, help_text="tensor parallel degree (tp): chips of one pipeline stage's replica"
+    )
+    pp = models.PositiveIntegerField(default=1, help_text="pipeline parallel degree")
+    dp = models.PositiveIntegerField(default=1, help_text="attention data parallel degree")
+    ep = models.PositiveIntegerField(default=1, help_text="expert parallel degree (1 or tp x dp)")
     instance_count = models.PositiveIntegerField(default=1, help_text="0 for a drained pool")
 
     class Meta:
         ordering = ["site__slug", "role", "slug"]
         constraints = [
             positive("chips_per_instance"),
+            positive("pp"),
+            positive("dp"),
+            positive("ep"),
             non_negative("instance_count"),
             models.UniqueConstraint(
-                fields=["site", "chip", "model", "role", "chips_per_instance"],
+                fields=["site", "chip", "model", "role", "chips_per_instance", "pp", "dp", "ep"],
                 name="instancepool_unique_shape",
                 violation_error_message="A pool of this role, chip, model and size already "
                 "exists in this site; change its instance count instead.",
@@ -341,7 +349,7 @@ class InstancePool(models.Model):
 
     @property
     def chip_count(self) -> int:
-        return self.chips_per_instance * self.instance_count
+        return self.chips_per_instance * self.pp * self.dp * self.instance_count
 
     def to_spec(self) -> specs.PoolSpec:
         return specs.PoolSpec(
@@ -351,4 +359,7 @@ class InstancePool(models.Model):
             role=specs.Role(self.role),
             instances=self.instance_count,
             tp=self.chips_per_instance,
+            pp=self.pp,
+            dp=self.dp,
+            ep=self.ep,
         )

@@ -104,6 +104,9 @@ def topology_seed(*, raw: Mapping[str, Any]) -> tuple[int, int, int]:
             "model": ModelProfile.objects.get(slug=p["model"]),
             "role": p["role"],
             "chips_per_instance": p.get("tp", 1),
+            "pp": p.get("pp", 1),
+            "dp": p.get("dp", 1),
+            "ep": p.get("ep", 1),
             "instance_count": p["instances"],
         }
         slug = p.get("name") or f"{p['site']}-{p['role'].lower()}-{p['chip']}"

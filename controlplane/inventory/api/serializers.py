@@ -115,8 +115,10 @@ class InstancePoolSerializer(serializers.ModelSerializer[InstancePool]):
     class Meta:
         model = InstancePool
         fields = [
-            "id", "slug", "site", "chip", "model", "role", "chips_per_instance",
-            "instance_count", "chip_count",
+            "id", "slug", "site", "chip", "model", "role", "chips_per_instance", "pp", "dp",
+            "ep", "instance_count", "chip_count",
         ]  # fmt: skip
-        extra_kwargs: dict[str, Any] = {"chips_per_instance": {"validators": [_positive]}}
+        extra_kwargs: dict[str, Any] = {
+            name: {"validators": [_positive]} for name in ("chips_per_instance", "pp", "dp", "ep")
+        }
         validators: list[Any] = []  # the unique shape is checked by the model with a clear message

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 
+from controlplane.inventory.management.commands.seed_demo import DEMO_TOPOLOGY
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
 from controlplane.inventory.selectors import topology_snapshot
-from pdd_core.specs import load_chips, load_models
+from pdd_core.specs import PoolSpec, load_chips, load_models
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +64,24 @@ def test_seed_demo_operator_login(client: Any) -> None:
     assert page.status_code == 200
     assert b"Datacenter A" in page.content
     assert b"h800" in page.content
+
+
+def test_seeded_pools_keep_the_demo_topologys_whole_instance_shape() -> None:
+    """A tp 8 x pp 2 pool is stored and read back as tp 8 x pp 2 (16 chips an instance)."""
+    raw = json.loads(DEMO_TOPOLOGY.read_text())
+    call_command("seed_demo", stdout=io.StringIO())
+    expected = {
+        (p["site"], p["role"], p["chip"]): PoolSpec(
+            site=p["site"], chip=p["chip"], model=p["model"], role=p["role"],
+            instances=p["instances"], tp=p.get("tp", 1), pp=p.get("pp", 1), dp=p.get("dp", 1),
+            ep=p.get("ep", 1),
+        )
+        for p in raw["pools"]
+    }  # fmt: skip
+    stored = {(p.site.slug, p.role, p.chip.slug): p for p in InstancePool.objects.all()}
+
+    assert {k: p.to_spec() for k, p in stored.items()} == expected
+    assert any(spec.pp > 1 for spec in expected.values())
+    assert {k: p.chip_count for k, p in stored.items()} == {
+        k: spec.chips_per_instance * spec.instances for k, spec in expected.items()
+    }
