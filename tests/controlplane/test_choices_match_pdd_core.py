@@ -41,6 +41,7 @@ PDD_CHOICES = (Role, LinkKind, AttentionKind, Pipeline, HandoffMode, AgentRole)
 # Vocabularies of the control plane's own (no pdd_core enum stands behind them).
 OWN = {
     "accounts.ApiToken.scope", "billing.InvoiceLine.kind", "planning.Plan.status",
+    "planning.Sweep.status",
     "planning.WorkloadProfile.source", "telemetry.Alert.state", "telemetry.SlaRule.metric",
     "telemetry.SlaRule.window_s", "telemetry.TelemetryRollup.scope",
 }  # fmt: skip
