@@ -8,8 +8,10 @@ error against the field it names; the database constraints back up the simplest 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
@@ -17,6 +19,11 @@ from django.db import models
 from django.db.models import F, Q
 
 from pdd_core import specs
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Spec = TypeVar("Spec")
 
 # Spec field names that differ from this module's column names.
 _SPEC_FIELD_TO_COLUMN = {
@@ -36,6 +43,19 @@ def _clean_spec(build: Any) -> Any:
         raise ValidationError(
             {_SPEC_FIELD_TO_COLUMN.get(exc.field, exc.field): exc.message}
         ) from None
+
+
+def _spec_from_columns(spec_cls: Callable[..., Spec], row: models.Model, **given: Any) -> Spec:
+    """Build ``spec_cls`` for ``row``: ``given`` are the fields named or typed otherwise here (the
+    spec's ``id`` is the slug, not the primary key); every other spec field is the column of the
+    same name."""
+    columns = {column.name for column in row._meta.concrete_fields} - {"id"}
+    same = {
+        name: getattr(row, name)
+        for name in (f.name for f in dataclasses.fields(cast("type[DataclassInstance]", spec_cls)))
+        if name in columns and name not in given
+    }
+    return spec_cls(**same, **given)
 
 
 # Stable kebab-case ids; dots are allowed because model versions have them (llama-3.1-70b).
@@ -128,22 +148,8 @@ class ChipModel(models.Model):
         return str(self.name)
 
     def to_spec(self) -> specs.ChipSpec:
-        return specs.ChipSpec(
-            id=self.slug,
-            name=self.name,
-            vendor=self.vendor,
-            bf16_tflops=self.bf16_tflops,
-            fp8_tflops=self.fp8_tflops,
-            hbm_gib=self.hbm_gib,
-            hbm_tbps=self.hbm_tbps,
-            scaleup_gbytes_per_s=self.scaleup_gbytes_per_s,
-            scaleout_gbits_per_s=self.scaleout_gbits_per_s,
-            scaleup_domain=self.scaleup_domain,
-            chips_per_node=self.chips_per_node,
-            compute_efficiency=self.compute_efficiency,
-            memory_efficiency=self.memory_efficiency,
-            price_per_hour=float(self.price_per_hour),
-            source=self.source,
+        return _spec_from_columns(
+            specs.ChipSpec, self, id=self.slug, price_per_hour=float(self.price_per_hour)
         )
 
     def clean(self) -> None:
@@ -271,26 +277,11 @@ class ModelProfile(models.Model):
         return str(self.name)
 
     def to_spec(self) -> specs.ModelSpec:
-        return specs.ModelSpec(
+        return _spec_from_columns(
+            specs.ModelSpec,
+            self,
             id=self.slug,
-            name=self.name,
-            total_params_b=self.total_params_b,
-            active_params_b=self.active_params_b,
-            layers=self.layers,
-            hidden_size=self.hidden_size,
             attention=specs.Attention(self.attention),
-            attention_heads=self.attention_heads,
-            kv_heads=self.kv_heads,
-            head_dim=self.head_dim,
-            kv_lora_rank=self.kv_lora_rank,
-            rope_dim=self.rope_dim,
-            kv_bytes_per_elem=self.kv_bytes_per_elem,
-            weight_bytes_per_param=self.weight_bytes_per_param,
-            moe_experts=self.moe_experts,
-            moe_top_k=self.moe_top_k,
-            moe_shared_experts=self.moe_shared_experts,
-            max_context=self.max_context,
-            source=self.source,
             estimate=self.is_estimate,
         )
 

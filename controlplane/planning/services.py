@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from controlplane.core.broadcast import CONFIG_GROUP, broadcast
 from controlplane.core.exceptions import ConflictError
+from controlplane.planning.jobs import job_failed, job_started
 from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.planner import PlannerInputs, inputs_from_scenario
@@ -205,12 +206,7 @@ def planner_inputs(plan: Plan) -> PlannerInputs:
 
 def plan_started(plan_id: int) -> bool:
     """Mark a queued (or retried) plan running; False when it is already done (idempotent)."""
-    updated = (
-        Plan.objects.filter(pk=plan_id)
-        .exclude(status=PlanStatus.DONE)
-        .update(status=PlanStatus.RUNNING, started_at=timezone.now(), error="", progress=0)
-    )
-    return bool(updated)
+    return job_started(Plan, plan_id, progress=0)
 
 
 def plan_progress(plan_id: int, percent: int, message: str = "") -> None:
@@ -240,9 +236,7 @@ def plan_finished(plan_id: int, result: dict[str, Any]) -> None:
 
 def plan_failed(plan_id: int, error: str) -> None:
     """Leave a readable error; a done plan stays done."""
-    Plan.objects.filter(pk=plan_id).exclude(status=PlanStatus.DONE).update(
-        status=PlanStatus.FAILED, error=error[:4000], finished_at=timezone.now()
-    )
+    job_failed(Plan, plan_id, error)
 
 
 @transaction.atomic

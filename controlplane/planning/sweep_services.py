@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from controlplane.planning.jobs import job_failed, job_started
 from controlplane.planning.models import PlanStatus, Sweep
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.scenario import Scenario, scenario_from_dict
@@ -97,12 +98,7 @@ def sweep_point(sweep: Sweep, index: int) -> tuple[Scenario, SweepPoint, int]:
 
 def sweep_started(sweep_id: int) -> bool:
     """Mark a queued (or retried) sweep running; False when it is already done (idempotent)."""
-    updated = (
-        Sweep.objects.filter(pk=sweep_id)
-        .exclude(status=PlanStatus.DONE)
-        .update(status=PlanStatus.RUNNING, started_at=timezone.now(), error="", done_points=0)
-    )
-    return bool(updated)
+    return job_started(Sweep, sweep_id, done_points=0)
 
 
 def sweep_point_done(sweep_id: int, message: str = "") -> None:
@@ -125,6 +121,4 @@ def sweep_finished(sweep_id: int, rows: list[dict[str, Any]]) -> None:
 
 def sweep_failed(sweep_id: int, error: str) -> None:
     """Leave a readable error; a done sweep stays done."""
-    Sweep.objects.filter(pk=sweep_id).exclude(status=PlanStatus.DONE).update(
-        status=PlanStatus.FAILED, error=error[:4000], finished_at=timezone.now()
-    )
+    job_failed(Sweep, sweep_id, error)

@@ -21,6 +21,7 @@ from celery import chord, current_app, shared_task
 from django.db import connections
 
 from controlplane.planning import services, sweep_services
+from controlplane.planning.jobs import running_job
 from controlplane.planning.models import Plan, PlanStatus, Sweep
 from pdd_core.planner import (
     design_from_dict,
@@ -39,10 +40,15 @@ SEARCH_DONE = 20
 VERIFY_SHARE = 60
 
 
+def _failure(kind: str, job_id: int, exc: BaseException) -> str:
+    """Log the failure of a job and return the readable error it keeps (with the traceback's
+    last frames)."""
+    logger.exception("%s %s failed", kind, job_id)
+    return f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc(limit=4)}"
+
+
 def _fail(plan_id: int, exc: BaseException) -> None:
-    logger.exception("plan %s failed", plan_id)
-    message = f"{type(exc).__name__}: {exc}"
-    services.plan_failed(plan_id, message + "\n\n" + traceback.format_exc(limit=4))
+    services.plan_failed(plan_id, _failure("plan", plan_id, exc))
 
 
 def _reporter(plan_id: int, low: int, high: int) -> Any:
@@ -80,8 +86,8 @@ def plan_compute_task(plan_id: int) -> str:
 @shared_task(name="planning.plan_verify")
 def plan_verify_task(plan_id: int, design: dict[str, Any], step: int) -> dict[str, Any] | None:
     """One simulator run of one design (the unit the group fans out)."""
-    plan = Plan.objects.filter(pk=plan_id).first()
-    if plan is None or plan.status != PlanStatus.RUNNING:
+    plan = running_job(Plan, plan_id)
+    if plan is None:
         return None
     try:
         result = verify(services.planner_inputs(plan), design_from_dict(design)).to_dict()
@@ -95,8 +101,8 @@ def plan_verify_task(plan_id: int, design: dict[str, Any], step: int) -> dict[st
 @shared_task(name="planning.plan_finish")
 def plan_finish_task(results: list[dict[str, Any] | None], plan_id: int) -> str:
     """Fix-ups, bathtub, reasons; store the plan (or why there is none)."""
-    plan = Plan.objects.filter(pk=plan_id).first()
-    if plan is None or plan.status != PlanStatus.RUNNING:
+    plan = running_job(Plan, plan_id)
+    if plan is None:
         return "skipped"
     try:
         inputs = services.planner_inputs(plan)
@@ -144,9 +150,7 @@ def _run_in_thread(task: Any, job_id: int, fail: Any) -> None:
 
 
 def _sweep_fail(sweep_id: int, exc: BaseException) -> None:
-    logger.exception("sweep %s failed", sweep_id)
-    message = f"{type(exc).__name__}: {exc}"
-    sweep_services.sweep_failed(sweep_id, message + "\n\n" + traceback.format_exc(limit=4))
+    sweep_services.sweep_failed(sweep_id, _failure("sweep", sweep_id, exc))
 
 
 @shared_task(name="planning.sweep_run")
@@ -166,8 +170,8 @@ def sweep_run_task(sweep_id: int) -> str:
 @shared_task(name="planning.sweep_point")
 def sweep_point_task(sweep_id: int, index: int) -> dict[str, Any] | None:
     """One point: a fixed-load run and a capacity search (``pdd_core.sweep.run_point``)."""
-    sweep = Sweep.objects.filter(pk=sweep_id).first()
-    if sweep is None or sweep.status != PlanStatus.RUNNING:
+    sweep = running_job(Sweep, sweep_id)
+    if sweep is None:
         return None
     try:
         scenario, point, iterations = sweep_services.sweep_point(sweep, index)
@@ -182,8 +186,8 @@ def sweep_point_task(sweep_id: int, index: int) -> dict[str, Any] | None:
 @shared_task(name="planning.sweep_finish")
 def sweep_finish_task(rows: list[dict[str, Any] | None], sweep_id: int) -> str:
     """Store the table once every point is back (in the points' order, as the chord gives)."""
-    sweep = Sweep.objects.filter(pk=sweep_id).first()
-    if sweep is None or sweep.status != PlanStatus.RUNNING:
+    sweep = running_job(Sweep, sweep_id)
+    if sweep is None:
         return "skipped"
     if len(rows) != sweep.points or any(row is None for row in rows):
         sweep_services.sweep_failed(sweep_id, "a point returned no row (the sweep was restarted)")

@@ -28,6 +28,17 @@ def _fraction(value: float) -> float:
     return value
 
 
+def _range_checks(
+    *,
+    positive: tuple[str, ...] = (),
+    non_negative: tuple[str, ...] = (),
+    fraction: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """``Meta.extra_kwargs`` that give each named field its range check."""
+    checks = {_positive: positive, _non_negative: non_negative, _fraction: fraction}
+    return {name: {"validators": [check]} for check, names in checks.items() for name in names}
+
+
 class SiteSerializer(serializers.ModelSerializer[Site]):
     class Meta:
         model = Site
@@ -44,16 +55,11 @@ class ChipModelSerializer(serializers.ModelSerializer[ChipModel]):
             "compute_efficiency", "memory_efficiency", "price_per_hour", "source", "notes",
             "is_estimate",
         ]  # fmt: skip
-        extra_kwargs: dict[str, Any] = {
-            "bf16_tflops": {"validators": [_positive]},
-            "fp8_tflops": {"validators": [_positive]},
-            "hbm_gib": {"validators": [_positive]},
-            "hbm_tbps": {"validators": [_positive]},
-            "scaleup_gbytes_per_s": {"validators": [_positive]},
-            "scaleout_gbits_per_s": {"validators": [_positive]},
-            "compute_efficiency": {"validators": [_fraction]},
-            "memory_efficiency": {"validators": [_fraction]},
-        }
+        extra_kwargs = _range_checks(
+            positive=("bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbytes_per_s",
+                      "scaleout_gbits_per_s"),
+            fraction=("compute_efficiency", "memory_efficiency"),
+        )  # fmt: skip
 
 
 class LinkSerializer(serializers.ModelSerializer[Link]):
@@ -66,11 +72,9 @@ class LinkSerializer(serializers.ModelSerializer[Link]):
             "id", "slug", "kind", "source", "target", "bandwidth_gbps", "rtt_ms", "jitter_ms",
             "bandwidth_jitter", "cost_per_gb",
         ]  # fmt: skip
-        extra_kwargs: dict[str, Any] = {
-            "bandwidth_gbps": {"validators": [_positive]},
-            "rtt_ms": {"validators": [_non_negative]},
-            "jitter_ms": {"validators": [_non_negative]},
-        }
+        extra_kwargs = _range_checks(
+            positive=("bandwidth_gbps",), non_negative=("rtt_ms", "jitter_ms")
+        )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs.get("kind", getattr(self.instance, "kind", None))
@@ -95,15 +99,10 @@ class ModelProfileSerializer(serializers.ModelSerializer[ModelProfile]):
             "moe_shared_experts", "max_context", "kv_bytes_per_token", "source", "notes",
             "is_estimate",
         ]  # fmt: skip
-        extra_kwargs: dict[str, Any] = {
-            "total_params_b": {"validators": [_positive]},
-            "active_params_b": {"validators": [_positive]},
-            "layers": {"validators": [_positive]},
-            "hidden_size": {"validators": [_positive]},
-            "attention_heads": {"validators": [_positive]},
-            "kv_heads": {"validators": [_positive]},
-            "head_dim": {"validators": [_positive]},
-        }
+        extra_kwargs = _range_checks(
+            positive=("total_params_b", "active_params_b", "layers", "hidden_size",
+                      "attention_heads", "kv_heads", "head_dim"),
+        )  # fmt: skip
 
 
 class InstancePoolSerializer(serializers.ModelSerializer[InstancePool]):
@@ -118,7 +117,5 @@ class InstancePoolSerializer(serializers.ModelSerializer[InstancePool]):
             "id", "slug", "site", "chip", "model", "role", "chips_per_instance", "pp", "dp",
             "ep", "instance_count", "chip_count",
         ]  # fmt: skip
-        extra_kwargs: dict[str, Any] = {
-            name: {"validators": [_positive]} for name in ("chips_per_instance", "pp", "dp", "ep")
-        }
+        extra_kwargs = _range_checks(positive=("chips_per_instance", "pp", "dp", "ep"))
         validators: list[Any] = []  # the unique shape is checked by the model with a clear message

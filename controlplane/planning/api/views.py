@@ -13,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from controlplane.accounts.models import ApiToken, Scope
@@ -28,7 +29,7 @@ from controlplane.planning.api.serializers import (
     WorkloadCreateSerializer,
     WorkloadProfileSerializer,
 )
-from controlplane.planning.models import Plan, WorkloadProfile, WorkloadSource
+from controlplane.planning.models import JobState, Plan, WorkloadProfile, WorkloadSource
 
 
 def caller_name(request: Request) -> str:
@@ -39,36 +40,55 @@ def caller_name(request: Request) -> str:
     return str(user.get_username()) if user is not None and user.is_authenticated else ""
 
 
-class PlanViewSet(
+class JobViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,  # type: ignore[type-arg]
 ):
+    """A job a worker computes (a plan, a sweep): ``POST`` validates the request with
+    ``create_serializer_class``, queues the job and answers 202 with where to poll it."""
+
+    create_serializer_class: type[Serializer]  # type: ignore[type-arg]
+    detail_route: str
+
+    def get_serializer_class(self) -> Any:
+        if self.action == "create":
+            return self.create_serializer_class
+        return super().get_serializer_class()
+
+    def request_job(self, data: dict[str, Any], requested_by: str) -> JobState:
+        """Queue the job that ``data`` (validated) asks for."""
+        raise NotImplementedError
+
+    @extend_schema(
+        responses={202: PlanAcceptedSerializer, 400: OpenApiResponse(description="bad input")}
+    )
+    def create(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = self.request_job(serializer.validated_data, caller_name(request))
+        url = reverse(self.detail_route, kwargs={"pk": job.pk})
+        return Response(
+            {"id": job.pk, "status": job.status, "url": url}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class PlanViewSet(JobViewSet):
     """Plans: ``POST`` queues one (202), ``GET`` polls status, progress and result,
     ``POST .../activate/`` (operator) makes it the active configuration."""
 
     serializer_class = PlanSerializer
+    create_serializer_class = PlanCreateSerializer
+    detail_route = "plan-detail"
     filterset_fields = ("status", "active", "scenario")
     ordering_fields = ("id", "created_at", "version")
 
     def get_queryset(self) -> Any:
         return selectors.plan_list()
 
-    @extend_schema(
-        request=PlanCreateSerializer,
-        responses={202: PlanAcceptedSerializer, 400: OpenApiResponse(description="bad input")},
-    )
-    def create(self, request: Request) -> Response:
-        serializer = PlanCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        plan = services.plan_request(
-            scenario=serializer.validated_data["scenario"],
-            workload=serializer.validated_data.get("workload"),
-            requested_by=caller_name(request),
-        )
-        url = reverse("plan-detail", kwargs={"pk": plan.pk})
-        return Response(
-            {"id": plan.pk, "status": plan.status, "url": url}, status=status.HTTP_202_ACCEPTED
+    def request_job(self, data: dict[str, Any], requested_by: str) -> JobState:
+        return services.plan_request(
+            scenario=data["scenario"], workload=data.get("workload"), requested_by=requested_by
         )
 
     @extend_schema(
@@ -136,39 +156,26 @@ class WorkloadViewSet(
         return Response(WorkloadProfileSerializer(workload).data, status=status.HTTP_201_CREATED)
 
 
-class SweepViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    viewsets.GenericViewSet,  # type: ignore[type-arg]
-):
+class SweepViewSet(JobViewSet):
     """Capacity sweeps: ``POST`` queues one (202; one Celery task per point), ``GET`` polls its
     progress and, once done, its table. Operators write, viewers read (like plans)."""
 
     serializer_class = SweepSerializer
+    create_serializer_class = SweepCreateSerializer
+    detail_route = "sweep-detail"
     filterset_fields = ("status",)
     ordering_fields = ("id", "created_at")
 
     def get_queryset(self) -> Any:
         return selectors.sweep_list()
 
-    @extend_schema(
-        request=SweepCreateSerializer,
-        responses={202: PlanAcceptedSerializer, 400: OpenApiResponse(description="bad input")},
-    )
-    def create(self, request: Request) -> Response:
-        serializer = SweepCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        sweep = sweep_services.sweep_request(
+    def request_job(self, data: dict[str, Any], requested_by: str) -> JobState:
+        return sweep_services.sweep_request(
             scenarios=data["scenarios"],
             policies=data["policies"],
             wan_gbps=data["wan_gbps"],
             iterations=data["capacity_iterations"],
-            requested_by=caller_name(request),
-        )
-        url = reverse("sweep-detail", kwargs={"pk": sweep.pk})
-        return Response(
-            {"id": sweep.pk, "status": sweep.status, "url": url}, status=status.HTTP_202_ACCEPTED
+            requested_by=requested_by,
         )
 
 
