@@ -16,8 +16,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from controlplane.core.choices import Pipeline
-from controlplane.inventory.models import identifier_field
+from controlplane.core.models import RequestColumns
+from controlplane.inventory.models import CatalogEntry
 
 
 def money_field(**kwargs: Any) -> models.DecimalField:  # type: ignore[type-arg]
@@ -29,20 +29,12 @@ currency_validator = RegexValidator(r"^[A-Z]{3}$", "Use a three-letter ISO 4217 
 period_validator = RegexValidator(r"^\d{4}-(0[1-9]|1[0-2])$", "Use YYYY-MM.")
 
 
-class Tenant(models.Model):
+class Tenant(CatalogEntry):
     """A customer of the token factory; every request, key and invoice belongs to one."""
 
-    slug = identifier_field()
-    name = models.CharField(max_length=100, unique=True)
     currency = models.CharField(max_length=3, default="USD", validators=[currency_validator])
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return str(self.name)
 
 
 class ApiKey(models.Model):
@@ -152,7 +144,7 @@ class PriceBook(models.Model):
         return float(self.hit_input_per_mtok / self.miss_input_per_mtok)
 
 
-class UsageRecord(models.Model):
+class UsageRecord(RequestColumns):
     """Billable usage of one served request, written by the telemetry ingestion service.
 
     ``time`` is when the request finished (it is billed in that month). ``invoice`` is set when
@@ -160,23 +152,13 @@ class UsageRecord(models.Model):
     invoice, or, arriving after that was issued, as an adjustment on the next one.
     """
 
-    request_id = models.CharField(max_length=128, help_text="unique within its site")
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="usage")
-    model = models.CharField(max_length=64)
-    site = models.CharField(max_length=64)
-    pipeline = models.CharField(max_length=16, choices=Pipeline.choices)
     time = models.DateTimeField()
-    miss_tokens = models.PositiveIntegerField()
-    hit_tokens = models.PositiveIntegerField()
-    output_tokens = models.PositiveIntegerField()
-    sla_met = models.BooleanField()
-    received_at = models.DateTimeField(auto_now_add=True)
     invoice = models.ForeignKey(
         "Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="records"
     )
 
-    class Meta:
-        ordering = ["id"]
+    class Meta(RequestColumns.Meta):
         indexes = [
             models.Index(fields=["tenant", "time"]),
             models.Index(fields=["time"]),
@@ -186,9 +168,6 @@ class UsageRecord(models.Model):
                 fields=["site", "request_id"], name="usagerecord_unique_site_request"
             ),
         ]
-
-    def __str__(self) -> str:
-        return str(self.request_id)
 
 
 class Invoice(models.Model):

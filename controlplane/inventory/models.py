@@ -71,6 +71,34 @@ def identifier_field(help_text: str = "") -> models.CharField:  # type: ignore[t
     )
 
 
+class CatalogEntry(models.Model):
+    """What sites, chips, models and tenants share: a stable slug that machines name it by, a
+    unique name that people read (its ``str``), and lists ordered by slug. ``BriefRelatedField``
+    shows an entry by these three (id, slug, name)."""
+
+    slug = identifier_field()
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+
+class SourcedCatalogEntry(CatalogEntry):
+    """A catalog entry made of published figures (chips, models): where the figures come from,
+    free notes, and whether any of them is an estimate rather than a published value."""
+
+    source = models.TextField(help_text="where the figures come from")
+    notes = models.TextField(blank=True)
+    is_estimate = models.BooleanField(default=False)
+
+    class Meta(CatalogEntry.Meta):
+        abstract = True
+
+
 def positive(field: str) -> models.CheckConstraint:
     return models.CheckConstraint(
         condition=Q(**{f"{field}__gt": 0}), name=f"%(class)s_{field}_positive"
@@ -83,31 +111,22 @@ def non_negative(field: str) -> models.CheckConstraint:
     )
 
 
-class Site(models.Model):
+class Site(CatalogEntry):
     """A datacenter ("site"): the unit of RDMA reach. Pools live in sites; WAN links join them."""
 
-    slug = identifier_field()
-    name = models.CharField(max_length=100, unique=True)
     region = models.CharField(max_length=64, blank=True)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return str(self.name)
-
     def to_spec(self) -> specs.SiteSpec:
         return specs.SiteSpec(id=self.slug, name=self.name, region=self.region)
 
 
-class ChipModel(models.Model):
+class ChipModel(SourcedCatalogEntry):
     """An accelerator type on the four axes of DOMAIN.md section 1, with its price and source."""
 
     slug = identifier_field("catalog id, e.g. h100-sxm")
-    name = models.CharField(max_length=100, unique=True)
     vendor = models.CharField(max_length=64, blank=True)
     bf16_tflops = models.FloatField(help_text="dense BF16 TFLOP/s")
     fp8_tflops = models.FloatField(null=True, blank=True, help_text="dense FP8 TFLOP/s")
@@ -124,12 +143,8 @@ class ChipModel(models.Model):
     price_per_hour = models.DecimalField(
         max_digits=12, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
     )
-    source = models.TextField(help_text="where the figures come from")
-    notes = models.TextField(blank=True)
-    is_estimate = models.BooleanField(default=False)
 
-    class Meta:
-        ordering = ["slug"]
+    class Meta(SourcedCatalogEntry.Meta):
         constraints = [
             positive("bf16_tflops"),
             positive("hbm_gib"),
@@ -143,9 +158,6 @@ class ChipModel(models.Model):
                 name="chipmodel_efficiencies_fraction",
             ),
         ]
-
-    def __str__(self) -> str:
-        return str(self.name)
 
     def to_spec(self) -> specs.ChipSpec:
         return _spec_from_columns(
@@ -234,11 +246,10 @@ class AttentionKind(models.TextChoices):
     MLA = specs.Attention.MLA.value, "Multi-head latent"
 
 
-class ModelProfile(models.Model):
+class ModelProfile(SourcedCatalogEntry):
     """A served LLM, from its published config. KV bytes per token is derived, never typed."""
 
     slug = identifier_field("catalog id, e.g. deepseek-v3")
-    name = models.CharField(max_length=100, unique=True)
     total_params_b = models.FloatField()
     active_params_b = models.FloatField()
     layers = models.PositiveIntegerField()
@@ -255,12 +266,8 @@ class ModelProfile(models.Model):
     moe_top_k = models.PositiveIntegerField(default=0)
     moe_shared_experts = models.PositiveIntegerField(default=0)
     max_context = models.PositiveIntegerField(default=131072)
-    source = models.TextField()
-    notes = models.TextField(blank=True)
-    is_estimate = models.BooleanField(default=False)
 
-    class Meta:
-        ordering = ["slug"]
+    class Meta(SourcedCatalogEntry.Meta):
         constraints = [
             positive("total_params_b"),
             positive("active_params_b"),
@@ -272,9 +279,6 @@ class ModelProfile(models.Model):
                 name="modelprofile_active_le_total",
             ),
         ]
-
-    def __str__(self) -> str:
-        return str(self.name)
 
     def to_spec(self) -> specs.ModelSpec:
         return _spec_from_columns(

@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from celery import chord, current_app, shared_task
 from django.db import connections
 
 from controlplane.planning import services, sweep_services
-from controlplane.planning.jobs import running_job
+from controlplane.planning.jobs import Job, running_job
 from controlplane.planning.models import Plan, PlanStatus, Sweep
 from pdd_core.planner import (
     design_from_dict,
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 # Progress budget: search up to 20%, verifications share 20-80%, finishing to 100%.
 SEARCH_DONE = 20
 VERIFY_SHARE = 60
+
+Part = TypeVar("Part")
 
 
 def _failure(kind: str, job_id: int, exc: BaseException) -> str:
@@ -83,18 +86,35 @@ def plan_compute_task(plan_id: int) -> str:
     return "verifying"
 
 
+def _job_part(
+    model: type[Job],
+    job_id: int,
+    fail: Callable[[int, BaseException], None],
+    compute: Callable[[Job], Part],
+) -> Part | None:
+    """Compute one part of a running job (a chord member): None when the job is not running
+    (deleted, failed meanwhile, a stale retry); a failure fails the whole job, with its readable
+    error, and is raised again so that the chord does not finish."""
+    job = running_job(model, job_id)
+    if job is None:
+        return None
+    try:
+        return compute(job)
+    except Exception as exc:
+        fail(job_id, exc)
+        raise
+
+
 @shared_task(name="planning.plan_verify")
 def plan_verify_task(plan_id: int, design: dict[str, Any], step: int) -> dict[str, Any] | None:
     """One simulator run of one design (the unit the group fans out)."""
-    plan = running_job(Plan, plan_id)
-    if plan is None:
-        return None
-    try:
-        result = verify(services.planner_inputs(plan), design_from_dict(design)).to_dict()
-    except Exception as exc:
-        _fail(plan_id, exc)
-        raise
-    services.plan_progress_step(plan_id, step, cap=SEARCH_DONE + VERIFY_SHARE)
+
+    def run(plan: Plan) -> dict[str, Any]:
+        return verify(services.planner_inputs(plan), design_from_dict(design)).to_dict()
+
+    result = _job_part(Plan, plan_id, _fail, run)
+    if result is not None:
+        services.plan_progress_step(plan_id, step, cap=SEARCH_DONE + VERIFY_SHARE)
     return result
 
 
@@ -170,16 +190,17 @@ def sweep_run_task(sweep_id: int) -> str:
 @shared_task(name="planning.sweep_point")
 def sweep_point_task(sweep_id: int, index: int) -> dict[str, Any] | None:
     """One point: a fixed-load run and a capacity search (``pdd_core.sweep.run_point``)."""
-    sweep = running_job(Sweep, sweep_id)
-    if sweep is None:
-        return None
-    try:
+
+    def run(sweep: Sweep) -> tuple[str, dict[str, Any]]:
         scenario, point, iterations = sweep_services.sweep_point(sweep, index)
         row = run_point(scenario, point, iterations=iterations).to_dict()
-    except Exception as exc:
-        _sweep_fail(sweep_id, exc)
-        raise
-    sweep_services.sweep_point_done(sweep_id, f"{point.scenario} {point.policy}")
+        return f"{point.scenario} {point.policy}", row
+
+    done = _job_part(Sweep, sweep_id, _sweep_fail, run)
+    if done is None:
+        return None
+    label, row = done
+    sweep_services.sweep_point_done(sweep_id, label)
     return row
 
 

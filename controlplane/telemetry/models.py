@@ -14,7 +14,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
-from controlplane.core.choices import HandoffMode, Pipeline
+from controlplane.core.choices import HandoffMode
+from controlplane.core.models import RequestColumns
 
 
 class RequestKey(models.Model):
@@ -36,25 +37,18 @@ class RequestKey(models.Model):
         return f"{self.site}/{self.request_id}"
 
 
-class RequestRecord(models.Model):
+class RequestRecord(RequestColumns):
     """One served (or rejected) request: tokens, timings and where it ran.
 
     ``batch`` is the id of the ingestion call that inserted the row. On PostgreSQL the table is
     partitioned by day of ``finish_time`` and its primary key is ``(id, finish_time)``.
     """
 
-    request_id = models.CharField(max_length=128, help_text="unique within its site")
     tenant = models.CharField(max_length=64, help_text="tenant slug")
     api_key_prefix = models.CharField(max_length=16, blank=True)
-    model = models.CharField(max_length=64, help_text="model profile slug")
-    site = models.CharField(max_length=64, help_text="site slug where the request entered")
-    pipeline = models.CharField(max_length=16, choices=Pipeline.choices)
     arrival_time = models.DateTimeField()
     finish_time = models.DateTimeField()
     input_tokens = models.PositiveIntegerField()
-    hit_tokens = models.PositiveIntegerField()
-    miss_tokens = models.PositiveIntegerField()
-    output_tokens = models.PositiveIntegerField()
     ttft_s = models.FloatField(null=True, blank=True)
     tpot_s = models.FloatField(null=True, blank=True)
     wan_bytes = models.PositiveBigIntegerField(default=0)
@@ -63,16 +57,13 @@ class RequestRecord(models.Model):
     )
     rld_tokens = models.PositiveIntegerField(default=0)
     md_tokens = models.PositiveIntegerField(default=0)
-    sla_met = models.BooleanField()
     rejected = models.BooleanField(default=False)
     batch = models.UUIDField(editable=False)
     source_token = models.ForeignKey(
         "accounts.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    received_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
-        ordering = ["id"]
+    class Meta(RequestColumns.Meta):
         indexes = [
             models.Index(fields=["tenant", "finish_time"]),
             models.Index(fields=["finish_time"], name="requestrecord_finish"),
@@ -89,12 +80,23 @@ class RequestRecord(models.Model):
             ),
         ]
 
-    def __str__(self) -> str:
-        return str(self.request_id)
-
 
 def _empty_map() -> dict[str, int]:
     return {}
+
+
+# The three kinds of rollup column, as ``rollups`` merges them: counts (``COUNT_FIELDS``), float
+# sums (``SUM_FIELDS``) and sparse maps of counts (``MAP_FIELDS``); each starts empty.
+def _count(help_text: str = "") -> models.BigIntegerField:  # type: ignore[type-arg]
+    return models.BigIntegerField(default=0, help_text=help_text)
+
+
+def _sum(help_text: str = "") -> models.FloatField:  # type: ignore[type-arg]
+    return models.FloatField(default=0.0, help_text=help_text)
+
+
+def _counts_by(help_text: str = "") -> models.JSONField:
+    return models.JSONField(default=_empty_map, help_text=help_text)
 
 
 class RollupScope(models.TextChoices):
@@ -124,26 +126,26 @@ class TelemetryRollup(models.Model):
     scope = models.CharField(max_length=16, choices=RollupScope.choices)
     key = models.CharField(max_length=140, blank=True, default="")
     start = models.DateTimeField()
-    requests = models.BigIntegerField(default=0, help_text="all records, rejected included")
-    rejected = models.BigIntegerField(default=0)
-    sla_met = models.BigIntegerField(default=0, help_text="served requests that met the SLA")
-    input_tokens = models.BigIntegerField(default=0)
-    hit_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    wan_bytes = models.BigIntegerField(default=0)
-    rld_tokens = models.BigIntegerField(default=0)
-    md_tokens = models.BigIntegerField(default=0)
-    hit_ratio_sum = models.FloatField(default=0.0, help_text="sum of per-request hit ratios")
-    ttft_count = models.BigIntegerField(default=0)
-    ttft_sum = models.FloatField(default=0.0)
-    tpot_count = models.BigIntegerField(default=0)
-    tpot_sum = models.FloatField(default=0.0)
-    revenue = models.FloatField(default=0.0, help_text="price-book revenue of served requests")
-    hit_bands = models.JSONField(default=_empty_map, help_text="band index -> requests")
-    ttft_hist = models.JSONField(default=_empty_map)
-    tpot_hist = models.JSONField(default=_empty_map)
-    pipelines = models.JSONField(default=_empty_map, help_text="pipeline -> requests")
-    handoffs = models.JSONField(default=_empty_map, help_text="handoff mode -> requests")
+    requests = _count("all records, rejected included")
+    rejected = _count()
+    sla_met = _count("served requests that met the SLA")
+    input_tokens = _count()
+    hit_tokens = _count()
+    output_tokens = _count()
+    wan_bytes = _count()
+    rld_tokens = _count()
+    md_tokens = _count()
+    hit_ratio_sum = _sum("sum of per-request hit ratios")
+    ttft_count = _count()
+    ttft_sum = _sum()
+    tpot_count = _count()
+    tpot_sum = _sum()
+    revenue = _sum("price-book revenue of served requests")
+    hit_bands = _counts_by("band index -> requests")
+    ttft_hist = _counts_by()
+    tpot_hist = _counts_by()
+    pipelines = _counts_by("pipeline -> requests")
+    handoffs = _counts_by("handoff mode -> requests")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

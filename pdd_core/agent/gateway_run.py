@@ -213,13 +213,13 @@ class RequestRunner:
                     if not outcome.resumes:  # the client's prompt: the first attempt's hit
                         outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
                         outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
-                    outcome.wan_bytes += int(frame.body.get("wan_bytes", 0))
+                    outcome.pdd.wan_bytes += int(frame.body.get("wan_bytes", 0))
                     continue
                 if frame.type is not FrameType.TOKENS:
                     continue
                 if "handoff_mode" in frame.body:
                     attempt.handed_off = True
-                    outcome.handoff_mode = str(frame.body["handoff_mode"])
+                    outcome.pdd.handoff_mode = str(frame.body["handoff_mode"])
                     self.admission.end_slot(route.ticket, route.relay)  # RLD is done
                 index = int(frame.body.get("index", 0))
                 tokens = [int(t) for t in frame.body.get("tokens", [])]
@@ -228,8 +228,8 @@ class RequestRunner:
                 outcome.tokens.extend(fresh)
                 from_md = sum(1 for _, origin in delivered if origin == route.main)
                 attempt.md_tokens += from_md
-                outcome.md_tokens += from_md
-                outcome.rld_tokens += len(delivered) - from_md
+                outcome.pdd.md_tokens += from_md
+                outcome.pdd.rld_tokens += len(delivered) - from_md
                 if fresh:
                     now = time.time()
                     if outcome.first_token_at is None:

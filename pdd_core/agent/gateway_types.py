@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from pdd_core import metrics
 from pdd_core.agent.journal import RequestRecord
@@ -40,6 +42,37 @@ class Route:
 
 
 @dataclass(slots=True)
+class PddUsage:
+    """How PDD served a request, beyond OpenAI's token counts: the handoff from relay to main
+    decode, the output tokens each of them decoded, and the KV bytes that crossed the WAN (at
+    wire size: the journal's record scales them back, see ``RecordContext.payload_scale``).
+
+    The gateway tallies it in a request's ``Outcome``, reports it as the ``pdd`` part of the
+    completion's ``usage`` (``openai_format``), and clients read it back from there (``replay``):
+    one set of names and defaults for all three.
+    """
+
+    handoff_mode: str = ""
+    rld_tokens: int = 0
+    md_tokens: int = 0
+    wan_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> PddUsage:
+        """Read back from a response's ``usage.pdd`` (an absent figure is zero; a malformed one
+        raises ``ValueError``)."""
+        return cls(
+            handoff_mode=str(body.get("handoff_mode", "")),
+            rld_tokens=int(body.get("rld_tokens", 0)),
+            md_tokens=int(body.get("md_tokens", 0)),
+            wan_bytes=int(body.get("wan_bytes", 0)),
+        )
+
+
+@dataclass(slots=True)
 class Outcome:
     """What the gateway learned of a request by its end (for usage, headers and the journal)."""
 
@@ -48,10 +81,7 @@ class Outcome:
     tokens: list[int] = field(default_factory=list)
     hit_tokens: int = 0
     miss_tokens: int = 0
-    wan_bytes: int = 0
-    rld_tokens: int = 0
-    md_tokens: int = 0
-    handoff_mode: str = ""
+    pdd: PddUsage = field(default_factory=PddUsage)
     error: str = ""
     resumes: int = 0  # attempts after the first (an agent was lost mid-way)
     finish_reason: str = "length"
@@ -146,9 +176,10 @@ def gateway_record(
         record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
         record.output_tokens = len(outcome.tokens) if delivered is None else delivered
         scale = context.payload_scale
-        record.wan_bytes = round(outcome.wan_bytes / scale) if scale > 0 else outcome.wan_bytes
-        record.handoff_mode = outcome.handoff_mode
-        record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
+        pdd = outcome.pdd
+        record.wan_bytes = round(pdd.wan_bytes / scale) if scale > 0 else pdd.wan_bytes
+        record.handoff_mode = pdd.handoff_mode
+        record.rld_tokens, record.md_tokens = pdd.rld_tokens, pdd.md_tokens
         if outcome.first_token_at is not None:
             record.ttft_s = outcome.first_token_at - outcome.arrival
             if len(outcome.tokens) > 1 and outcome.last_token_at is not None:

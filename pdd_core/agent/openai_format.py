@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pdd_core.agent.gateway_types import Outcome, Route
+from pdd_core.agent.gateway_types import Outcome, PddUsage, Route
 from pdd_core.engine.tokenizer import ByteTokenizer, StreamDecoder, TextTokenizer
 
 
@@ -189,10 +189,7 @@ class Completion:
                 "request_id": outcome.request_id if outcome else "",
                 "pipeline": route.pipeline.value,
                 "reason": route.reason,
-                "handoff_mode": outcome.handoff_mode if outcome else "",
-                "rld_tokens": outcome.rld_tokens if outcome else 0,
-                "md_tokens": outcome.md_tokens if outcome else 0,
-                "wan_bytes": outcome.wan_bytes if outcome else 0,
+                **(outcome.pdd if outcome else PddUsage()).to_dict(),
                 "prefill": route.prefill,
                 "main": route.main,
             },

@@ -154,9 +154,9 @@ def measured(results: Sequence[Result], payload_scale: float) -> Side:
         [r.ttft_s for r in served if r.ttft_s is not None],
         [r.tpot_s for r in served if r.tpot_s is not None],
         [r.pipeline for r in served],
-        rld=sum(r.rld_tokens for r in served),
-        total=sum(r.rld_tokens + r.md_tokens for r in served),
-        wan_bytes=sum(r.wan_bytes for r in served) / payload_scale,
+        rld=sum(r.pdd.rld_tokens for r in served),
+        total=sum(r.pdd.rld_tokens + r.pdd.md_tokens for r in served),
+        wan_bytes=sum(r.pdd.wan_bytes for r in served) / payload_scale,
         requests=len(results),
     )
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pdd_core.agent.gateway_types import PddUsage
 from pdd_core.engine.tokenizer import bpe
 from pdd_core.metrics import percentile
 from pdd_core.workload.request import Request
@@ -84,10 +85,7 @@ class Result:
     cached_tokens: int = 0
     prompt_tokens: int = 0
     output_tokens: int = 0
-    rld_tokens: int = 0
-    md_tokens: int = 0
-    handoff_mode: str = ""
-    wan_bytes: int = 0
+    pdd: PddUsage = field(default_factory=PddUsage)  # the response's usage.pdd
     error: str = ""
     status: int = 0
     retry_after: str = ""
@@ -109,8 +107,8 @@ class Summary:
     def md_share(self) -> float:
         """The share of P-RLD-MD output tokens that MD decoded (the rest came from RLD)."""
         relayed = [r for r in self.results if r.ok and r.pipeline == "P-RLD-MD"]
-        total = sum(r.rld_tokens + r.md_tokens for r in relayed)
-        return sum(r.md_tokens for r in relayed) / total if total else 0.0
+        total = sum(r.pdd.rld_tokens + r.pdd.md_tokens for r in relayed)
+        return sum(r.pdd.md_tokens for r in relayed) / total if total else 0.0
 
     def pipelines(self) -> Counter[str]:
         return Counter(r.pipeline for r in self.results if r.ok)
@@ -137,9 +135,9 @@ class Summary:
         if prompt:
             lines.append(f"cached prompt tokens: {cached}/{prompt} ({cached / prompt:.1%})")
         relayed = [r for r in ok if r.pipeline == "P-RLD-MD"]
-        rld, md = sum(r.rld_tokens for r in relayed), sum(r.md_tokens for r in relayed)
+        rld, md = sum(r.pdd.rld_tokens for r in relayed), sum(r.pdd.md_tokens for r in relayed)
         if rld + md:
-            modes = Counter(r.handoff_mode or "none (RLD finished)" for r in relayed)
+            modes = Counter(r.pdd.handoff_mode or "none (RLD finished)" for r in relayed)
             lines.append(
                 f"P-RLD-MD tokens: MD {md}/{rld + md} ({self.md_share:.1%}), RLD {rld}; "
                 "handoffs: " + ", ".join(f"{k}={v}" for k, v in sorted(modes.items()))
@@ -225,7 +223,6 @@ async def stream_completion(
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
-            pdd = usage.get("pdd") or {}
             return Result(
                 True,
                 status=status,
@@ -235,10 +232,7 @@ async def stream_completion(
                 cached_tokens=int(details.get("cached_tokens", 0)),
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 output_tokens=count,
-                rld_tokens=int(pdd.get("rld_tokens", 0)),
-                md_tokens=int(pdd.get("md_tokens", 0)),
-                handoff_mode=str(pdd.get("handoff_mode", "")),
-                wan_bytes=int(pdd.get("wan_bytes", 0)),
+                pdd=PddUsage.from_dict(usage.get("pdd") or {}),
                 request_id=request_id,
                 sent_at=sent_at,
             )

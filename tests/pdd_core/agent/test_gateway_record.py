@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pdd_core.agent.gateway_types import Outcome, RecordContext, Route, gateway_record
+from pdd_core.agent.gateway_types import (
+    Outcome,
+    PddUsage,
+    RecordContext,
+    Route,
+    gateway_record,
+)
 from pdd_core.routing import Pipeline
 from pdd_core.specs import SLA
 
@@ -11,7 +17,9 @@ CONTEXT = RecordContext("acme", "abc", "deepseek-v3", "dc-a", "gateway")
 
 
 def test_a_failed_request_is_billed_only_for_the_tokens_the_client_got() -> None:
-    outcome = Outcome("cmpl-1", ROUTE, tokens=list(range(10_000)), rld_tokens=4, md_tokens=9996)
+    outcome = Outcome(
+        "cmpl-1", ROUTE, tokens=list(range(10_000)), pdd=PddUsage(rld_tokens=4, md_tokens=9996)
+    )
     outcome.error = "agent md-1 went down"
 
     record = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=True, delivered=0).to_json()
@@ -25,8 +33,9 @@ def test_a_failed_request_is_billed_only_for_the_tokens_the_client_got() -> None
 
 
 def test_a_served_request_records_every_token_and_who_decoded_them() -> None:
-    outcome = Outcome("cmpl-2", ROUTE, tokens=[5] * 40, rld_tokens=8, md_tokens=32)
-    outcome.handoff_mode = "one-shot"
+    outcome = Outcome(
+        "cmpl-2", ROUTE, tokens=[5] * 40, pdd=PddUsage("one-shot", rld_tokens=8, md_tokens=32)
+    )
 
     record = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=False, delivered=40).to_json()
 
@@ -55,7 +64,7 @@ def test_the_record_judges_the_sla_by_the_products_one_rule_the_p90_targets() ->
 
 
 def test_the_journal_gives_wan_bytes_at_the_real_size_not_the_wire_scale() -> None:
-    outcome = Outcome("cmpl-4", ROUTE, tokens=[5] * 4, wan_bytes=1_820_711)
+    outcome = Outcome("cmpl-4", ROUTE, tokens=[5] * 4, pdd=PddUsage(wan_bytes=1_820_711))
     scaled = RecordContext("acme", "abc", "deepseek-v3", "dc-a", "gateway", payload_scale=0.001)
 
     record = gateway_record(outcome, ROUTE, scaled, SLA(), failed=False).to_json()
