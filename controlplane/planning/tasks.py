@@ -213,7 +213,11 @@ def sweep_finish_task(rows: list[dict[str, Any] | None], sweep_id: int) -> str:
     if len(rows) != sweep.points or any(row is None for row in rows):
         sweep_services.sweep_failed(sweep_id, "a point returned no row (the sweep was restarted)")
         return "failed"
-    sweep_services.sweep_finished(sweep_id, [row for row in rows if row is not None])
+    try:
+        sweep_services.sweep_finished(sweep_id, [row for row in rows if row is not None])
+    except Exception as exc:  # never leave a sweep "running": it fails with a readable error
+        _sweep_fail(sweep_id, exc)
+        return "failed"
     return "done"
 
 

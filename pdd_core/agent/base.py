@@ -23,6 +23,7 @@ from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import (
     Conn,
     PeerLink,
+    bound_address,
     hello,
     plane_auth,
     serve_frames,
@@ -89,8 +90,7 @@ class AgentBase:
     @property
     def address(self) -> tuple[str, int]:
         assert self.server is not None
-        host, port = self.server.sockets[0].getsockname()[:2]
-        return str(host), int(port)
+        return bound_address(self.server)
 
     async def close(self) -> None:
         if self.server is not None:

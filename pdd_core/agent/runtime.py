@@ -29,6 +29,13 @@ from pdd_core.agent.protocol import (
 
 log = logging.getLogger(__name__)
 
+
+def bound_address(server: asyncio.Server) -> tuple[str, int]:
+    """Where a started server listens (the real port when it was asked for port 0)."""
+    host, port = server.sockets[0].getsockname()[:2]
+    return str(host), int(port)
+
+
 FrameHandler = Callable[["Conn", Frame], Awaitable[None]]
 HELLO_TIMEOUT_S = 5.0
 

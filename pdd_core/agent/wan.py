@@ -26,6 +26,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from pdd_core.agent.runtime import bound_address
 from pdd_core.agent.wan_link import LineSettings, Pipe, ShapedLink
 
 log = logging.getLogger(__name__)
@@ -98,15 +99,13 @@ class WanEmulator:
 
         server = await asyncio.start_server(accept, listen[0], listen[1], limit=READ_BYTES)
         self._routes.append(server)
-        host, port = server.sockets[0].getsockname()[:2]
-        return str(host), int(port)
+        return bound_address(server)
 
     @property
     def address(self) -> tuple[str, int]:
         """Where clients connect (the real port when ``listen`` asked for port 0)."""
         assert self._server is not None, "start() first"
-        host, port = self._server.sockets[0].getsockname()[:2]
-        return str(host), int(port)
+        return bound_address(self._server)
 
     async def close(self) -> None:
         if self._server is not None:

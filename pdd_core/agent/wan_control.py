@@ -20,6 +20,7 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+from pdd_core.agent.runtime import bound_address
 from pdd_core.agent.wan import WanEmulator
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,7 @@ class ControlServer:
     @property
     def address(self) -> tuple[str, int]:
         assert self._server is not None, "start() first"
-        host, port = self._server.sockets[0].getsockname()[:2]
-        return str(host), int(port)
+        return bound_address(self._server)
 
     async def close(self) -> None:
         if self._server is not None:

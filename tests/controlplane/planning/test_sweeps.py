@@ -156,6 +156,25 @@ def test_a_failing_point_leaves_a_readable_error(operator: Any, monkeypatch: Any
     assert body["rows"] is None
 
 
+def test_a_failure_storing_the_table_fails_the_sweep(operator: Any, monkeypatch: Any) -> None:
+    """A worker's chord callback that cannot store the table leaves the sweep failed with a
+    readable error, never "running" for ever."""
+    from controlplane.planning import sweep_services, tasks
+    from controlplane.planning.models import PlanStatus
+
+    def boom(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the database went away")
+
+    sweep_id = _create(operator, capacity_iterations=0).json()["id"]
+    rows = factories.sweep_finished(sweep_id).rows
+    Sweep.objects.filter(pk=sweep_id).update(status=PlanStatus.RUNNING)  # the callback's moment
+    monkeypatch.setattr(sweep_services, "sweep_finished", boom)
+    assert tasks.sweep_finish_task(rows, sweep_id) == "failed"
+    body = operator.get(f"{URL}{sweep_id}/").json()
+    assert body["status"] == "failed"
+    assert "RuntimeError: the database went away" in body["error"]
+
+
 def test_rerunning_a_done_sweep_does_nothing(operator: Any) -> None:
     from controlplane.planning.tasks import sweep_finish_task, sweep_run_task
 
