@@ -118,24 +118,41 @@ def plan_verify_task(plan_id: int, design: dict[str, Any], step: int) -> dict[st
     return result
 
 
+def _job_finish(
+    model: type[Job],
+    job_id: int,
+    fail: Callable[[int, BaseException], None],
+    store: Callable[[Job], bool],
+) -> str:
+    """Finish a running job (a chord's callback): "skipped" when it is not running, "failed"
+    when ``store`` failed it (it returns False) or raised (the job fails with the readable
+    error: a job is never left running), else "done"."""
+    job = running_job(model, job_id)
+    if job is None:
+        return "skipped"
+    try:
+        stored = store(job)
+    except Exception as exc:
+        fail(job_id, exc)
+        return "failed"
+    return "done" if stored else "failed"
+
+
 @shared_task(name="planning.plan_finish")
 def plan_finish_task(results: list[dict[str, Any] | None], plan_id: int) -> str:
     """Fix-ups, bathtub, reasons; store the plan (or why there is none)."""
-    plan = running_job(Plan, plan_id)
-    if plan is None:
-        return "skipped"
-    try:
+
+    def store(plan: Plan) -> bool:
         inputs = services.planner_inputs(plan)
         prepared = prepare(inputs)
         checked = [verification_from_dict(r) for r in results if r]
         outcome = finish(
             inputs, prepared, checked, _reporter(plan_id, SEARCH_DONE + VERIFY_SHARE, 99)
         )
-    except Exception as exc:
-        _fail(plan_id, exc)
-        return "failed"
-    services.plan_finished(plan_id, outcome.to_dict())
-    return "done"
+        services.plan_finished(plan_id, outcome.to_dict())
+        return True
+
+    return _job_finish(Plan, plan_id, _fail, store)
 
 
 def plan_compute_enqueue(plan_id: int) -> None:
@@ -207,18 +224,17 @@ def sweep_point_task(sweep_id: int, index: int) -> dict[str, Any] | None:
 @shared_task(name="planning.sweep_finish")
 def sweep_finish_task(rows: list[dict[str, Any] | None], sweep_id: int) -> str:
     """Store the table once every point is back (in the points' order, as the chord gives)."""
-    sweep = running_job(Sweep, sweep_id)
-    if sweep is None:
-        return "skipped"
-    if len(rows) != sweep.points or any(row is None for row in rows):
-        sweep_services.sweep_failed(sweep_id, "a point returned no row (the sweep was restarted)")
-        return "failed"
-    try:
+
+    def store(sweep: Sweep) -> bool:
+        if len(rows) != sweep.points or any(row is None for row in rows):
+            sweep_services.sweep_failed(
+                sweep_id, "a point returned no row (the sweep was restarted)"
+            )
+            return False
         sweep_services.sweep_finished(sweep_id, [row for row in rows if row is not None])
-    except Exception as exc:  # never leave a sweep "running": it fails with a readable error
-        _sweep_fail(sweep_id, exc)
-        return "failed"
-    return "done"
+        return True
+
+    return _job_finish(Sweep, sweep_id, _sweep_fail, store)
 
 
 def sweep_run_enqueue(sweep_id: int) -> None:
