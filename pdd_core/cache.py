@@ -77,7 +77,12 @@ class _Node:
 def _common(keys: tuple[int, ...], hashes: tuple[int, ...], start: int) -> int:
     """Leading blocks of ``keys`` equal to ``hashes[start:]``, given that the first one is and
     not all of ``keys`` are: a binary search on tuple-slice equality (each comparison in C)."""
-    low, high = 1, min(len(keys), len(hashes) - start)
+    # The longest possible answer first: a conversation's next turn usually leaves a run at its
+    # last block (the previous turn's partial block), or a shorter path ends inside it.
+    high = min(len(keys) - 1, len(hashes) - start)
+    if keys[:high] == hashes[start : start + high]:
+        return high
+    low, high = 1, high - 1
     while low < high:
         mid = (low + high + 1) // 2
         if keys[:mid] == hashes[start : start + mid]:
