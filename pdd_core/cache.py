@@ -10,8 +10,10 @@ only if they share every block before it, so the cache is a trie keyed by hash, 
 number of leading blocks whose path is present.
 
 The trie is path-compressed: a node holds a run of consecutive blocks (``keys``), so a walk
-costs one dict lookup and one tuple comparison (in C) per run instead of a Python step per block;
-a 64K-token prompt is one or a few runs, not hundreds of blocks.
+costs one dict lookup and one tuple comparison (in C) per run instead of a Python step per block.
+A conversation's turn usually adds a run and splits the previous one at its partial last block,
+so a 64K-token prompt of 512-token blocks is about 8 runs in the reference scenario's simulations
+instead of about 130 blocks.
 
 Eviction is per block, least recently used first, and its order is exactly that of a per-block
 trie with one ordered dict of the unpinned blocks, where every access moves its path to the
