@@ -231,3 +231,75 @@ def test_never_above_capacity_and_hits_never_exceed_request(
         cache.insert(path)
         assert cache.size_tokens <= capacity_blocks * 8
     assert cache.stats.requests == len(requests)
+
+
+# Long paths cut from a few shared stems, so that accesses end inside, diverge from and extend
+# the compressed runs of the cache (a split on nearly every operation), with large evictions
+# that trim runs in part and in whole.
+stems = st.lists(st.integers(min_value=0, max_value=2), min_size=12, max_size=24)
+long_paths = st.tuples(
+    st.integers(min_value=0, max_value=2),
+    st.integers(min_value=0, max_value=24),
+    st.lists(st.integers(min_value=3, max_value=4), max_size=4),
+)
+long_operations = st.lists(
+    st.tuples(st.sampled_from(["match", "insert", "pin", "unpin", "evict"]), long_paths),
+    max_size=50,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(stems, min_size=3, max_size=3),
+    long_operations,
+    st.one_of(st.none(), st.integers(min_value=0, max_value=20)),
+)
+def test_runs_split_and_trimmed_agree_with_naive_lru(
+    bases: list[list[int]],
+    ops: list[tuple[str, tuple[int, int, list[int]]]],
+    capacity_blocks: int | None,
+) -> None:
+    # Path = a prefix of one stem plus a short suffix of its own; an eviction takes as many
+    # blocks as the suffix has (0 to 4), so that what goes first is seen, not only what stays.
+    _run(
+        [
+            (op, suffix if op == "evict" else bases[stem][:cut] + suffix)
+            for op, (stem, cut, suffix) in ops
+        ],
+        capacity_blocks=capacity_blocks,
+    )
+
+
+def test_an_access_inside_a_run_keeps_the_rest_of_it_least_recently_used() -> None:
+    # Given a full cache: one run of four blocks and a later, separate path
+    cache = RadixCache(capacity_tokens=5 * 16, block_size=16)
+    cache.insert([1, 2, 3, 4])
+    cache.insert([7])
+    # When the first two blocks of the run are used again and two new blocks need room
+    assert cache.match([1, 2]) == 2
+    assert cache.insert([8, 9]) == 2
+
+    # Then the untouched deep half of the run went first, deepest block first
+    assert cache.peek([1, 2, 3, 4]) == 2
+    assert cache.peek([7]) == 1
+    assert cache.stats.evicted_blocks == 2
+    # And one more block evicts the older of [7] and [1, 2]: [7] was used before the match
+    assert cache.evict(1) == 1
+    assert cache.peek([7]) == 0
+    assert cache.peek([1, 2]) == 2
+
+
+def test_unpin_of_part_of_a_pinned_run_releases_only_that_part() -> None:
+    cache = RadixCache(capacity_tokens=4 * 16, block_size=16)
+    cache.insert([1, 2, 3])
+    assert cache.pin([1, 2, 3]) == 3
+    assert cache.pin([1]) == 1
+
+    cache.unpin([1, 2, 3])
+
+    # Block 1 still holds its second pin; 2 and 3 are free to go
+    assert cache.pinned_blocks() == 1
+    assert cache.evict(5) == 2
+    assert cache.peek([1, 2, 3]) == 1
+    with pytest.raises(ValueError, match="block 1 of the path is not cached"):
+        cache.unpin([1, 2])
