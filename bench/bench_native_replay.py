@@ -17,9 +17,11 @@ each request's prefill is the gateway's own prediction (``engines.Predictor.pref
 timed engine's roofline on its configured shape, tp x pp, times ``time_scale``) for the part of
 its prompt no earlier request shared (the trace's block hashes; this assumes the P that takes
 a request holds the prefixes earlier requests computed, exact with one P and LRU caches that
-keep a conversation's recent turns); requests are taken first come first served by whichever
-P frees first, as the gateway's ``choose_instance`` does; the plane gets the fewest P for which
-no request's queue wait plus prefill exceeds the TTFT the gateway rejects above
+keep a conversation's recent turns); each request goes to the P the gateway predicts would
+finish it soonest, where P runs batches of up to ``limits.prefill_batch`` waiting requests
+first come, first served, and the gateway holds each request's prefill until its batch ends
+(``PrefillQueue``: the whole batch in flight counts); the plane gets the fewest P for which no
+request's predicted queue plus prefill exceeds the TTFT the gateway rejects above
 (``sla.ttft_p99_s x routing.reject_ttft_factor``). The gateway rejects on a prediction: P
 instances fewer than that turn the trace's bursts into 429s, and P agents slower than their
 modelled passes (a starved host, or host work that holds P's worker between passes) make the
@@ -30,11 +32,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import json
 import os
 import tempfile
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,33 +70,70 @@ def prefill_seconds(requests: Sequence[Request], predictor: Predictor) -> list[f
     return out
 
 
-def worst_ttft_s(requests: Sequence[Request], work: Sequence[float], instances: int) -> float:
-    """The longest queue wait plus prefill when ``instances`` P take requests first come,
-    first served, each going to the P that frees first."""
-    free = [0.0] * instances
+class PrefillQueue:
+    """One P as the P agent runs it and as the gateway sees it: requests wait first come,
+    first served; a free P takes up to ``batch_limit`` of them into one batch that lasts the
+    sum of their passes; the gateway holds each request's predicted prefill until its batch
+    ends (``PREFILLED``), so the whole batch in flight counts in the queue it predicts."""
+
+    def __init__(self, batch_limit: int) -> None:
+        self.batch_limit = batch_limit
+        self.batch_end = 0.0
+        self.batch_s = 0.0
+        self.waiting: deque[float] = deque()
+
+    def reserved_s(self, now: float) -> float:
+        """The prefill seconds the gateway holds against this P at ``now``."""
+        while self.waiting and self.batch_end <= now:
+            count = min(self.batch_limit, len(self.waiting))
+            taken = [self.waiting.popleft() for _ in range(count)]
+            self.batch_s = sum(taken)
+            self.batch_end += self.batch_s  # the next batch starts as the last one ends
+        return (self.batch_s if self.batch_end > now else 0.0) + sum(self.waiting)
+
+    def add(self, now: float, seconds: float) -> None:
+        """A request routed here at ``now`` (after ``reserved_s(now)``)."""
+        if self.batch_end <= now and not self.waiting:
+            self.batch_end, self.batch_s = now + seconds, seconds
+        else:
+            self.waiting.append(seconds)
+
+
+def worst_ttft_s(
+    requests: Sequence[Request], work: Sequence[float], instances: int, batch_limit: int
+) -> float:
+    """The highest TTFT the gateway predicts (P queue + prefill, ``predict_state``'s terms)
+    when ``instances`` P serve the requests, each going to the P that would finish it soonest
+    (``predict.choose_prefill``; the same prefill everywhere, ties to the lower index)."""
+    queues = [PrefillQueue(batch_limit) for _ in range(instances)]
     worst = 0.0
     for request, seconds in zip(requests, work, strict=True):
-        start = max(request.arrival_s, heapq.heappop(free))
-        heapq.heappush(free, start + seconds)
-        worst = max(worst, start + seconds - request.arrival_s)
+        now = request.arrival_s
+        held = [queue.reserved_s(now) for queue in queues]
+        chosen = held.index(min(held))
+        worst = max(worst, held[chosen] + seconds)
+        queues[chosen].add(now, seconds)
     return worst
 
 
 def prefill_instances(requests: Sequence[Request], topology: dict[str, Any]) -> tuple[int, str]:
     """The fewest P whose worst predicted TTFT stays within the gateway's rejection bound."""
-    bound = topology["sla"]["ttft_p99_s"] * topology["routing"].get("reject_ttft_factor", 1.0)
-    work = prefill_seconds(requests, Predictor(config_from_dict(topology)))
+    config = config_from_dict(topology)
+    bound = config.sla.ttft_p99_s * config.routing.reject_ttft_factor
+    work = prefill_seconds(requests, Predictor(config))
+    batch = config.limits.prefill_batch
     instances = 1
-    while worst_ttft_s(requests, work, instances) > bound:
+    while worst_ttft_s(requests, work, instances, batch) > bound:
         instances += 1
     fewer = (
-        f"; {instances - 1} would give {worst_ttft_s(requests, work, instances - 1):.1f} s"
+        f"; {instances - 1} would give {worst_ttft_s(requests, work, instances - 1, batch):.1f} s"
         if instances > 1
         else ""
     )
     why = (
-        f"{instances} P: worst queue + prefill {worst_ttft_s(requests, work, instances):.1f} s "
-        f"within the {bound:g} s rejection bound{fewer} (prefill work {sum(work):.0f} s over "
+        f"{instances} P: worst predicted queue + prefill "
+        f"{worst_ttft_s(requests, work, instances, batch):.1f} s within the {bound:g} s "
+        f"rejection bound{fewer} (prefill work {sum(work):.0f} s over "
         f"{requests[-1].arrival_s - requests[0].arrival_s:.0f} s of arrivals)"
     )
     return instances, why
