@@ -92,3 +92,35 @@ def test_an_eviction_looks_at_the_leaves_not_at_every_block_held() -> None:
     # per evicted block (not one per block held)
     assert (len(added), sorted(removed)) == (8, sorted(block_hashes([10] * 32, 4)))
     assert len(peeks) <= 50 + 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["store", "pin", "unpin"]),
+            st.lists(st.integers(0, 2), min_size=4, max_size=16),
+        ),
+        min_size=1,
+        max_size=16,
+    )
+)
+def test_pins_keep_the_blocks_held_equal_to_the_index(steps: list[tuple[str, list[int]]]) -> None:
+    cache = BlockCache(16, 4)
+    pinned: list[list[int]] = []
+    chains: list[list[int]] = []
+    for action, prompt in steps:
+        hashes = block_hashes(prompt, 4)
+        if action == "store":
+            cache.store(blocks_of(prompt))
+            chains.append(hashes)
+        elif action == "pin":
+            pinned.append(hashes[: cache.pin(hashes)])  # as MD does: unpin what it pinned
+        elif pinned:
+            cache.unpin(pinned.pop())
+        in_index = {
+            h for chain in chains for i, h in enumerate(chain)
+            if cache.index.peek(chain[: i + 1]) == i + 1
+        }  # fmt: skip
+        assert set(cache.blocks) == in_index
+        assert len(cache.index) == len(cache.blocks)
