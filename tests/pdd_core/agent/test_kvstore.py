@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,9 +57,70 @@ def test_pinned_blocks_are_not_evicted() -> None:
 def test_the_blocks_held_are_exactly_the_index(prompts: list[list[int]]) -> None:
     cache = BlockCache(16, 4)
     view: set[int] = set()
+    chains: list[list[int]] = []
     for prompt in prompts:
         added, removed = cache.store(blocks_of(prompt))
+        chains.append(block_hashes(prompt, 4))
         view |= set(added)
         view -= set(removed)
-        assert set(cache.blocks) == view
+        in_index = {
+            h for chain in chains for i, h in enumerate(chain)
+            if cache.index.peek(chain[: i + 1]) == i + 1
+        }  # fmt: skip
+        assert set(cache.blocks) == view == in_index
+        assert len(cache.index) == len(cache.blocks)
+
+
+def test_an_eviction_looks_at_the_leaves_not_at_every_block_held() -> None:
+    # Given a full cache of 50 unrelated prompts of 8 blocks (400 blocks, 50 leaves)
+    cache = BlockCache(400 * 4, 4)
+    for n in range(50):
+        cache.store(blocks_of([n + 10] * 32))
+    peeks: list[int] = []
+    peek = cache.index.peek
+
+    def counted(hashes: Sequence[int]) -> int:
+        peeks.append(len(hashes))
+        return peek(hashes)
+
+    cache.index.peek = counted  # type: ignore[method-assign]
+
+    # When one more prompt of 8 blocks pushes the 8 least recently used blocks out
+    added, removed = cache.store(blocks_of([7] * 32))
+
+    # Then the oldest prompt's chain is what left, found in at most one look per leaf and
+    # per evicted block (not one per block held)
+    assert (len(added), sorted(removed)) == (8, sorted(block_hashes([10] * 32, 4)))
+    assert len(peeks) <= 50 + 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["store", "pin", "unpin"]),
+            st.lists(st.integers(0, 2), min_size=4, max_size=16),
+        ),
+        min_size=1,
+        max_size=16,
+    )
+)
+def test_pins_keep_the_blocks_held_equal_to_the_index(steps: list[tuple[str, list[int]]]) -> None:
+    cache = BlockCache(16, 4)
+    pinned: list[list[int]] = []
+    chains: list[list[int]] = []
+    for action, prompt in steps:
+        hashes = block_hashes(prompt, 4)
+        if action == "store":
+            cache.store(blocks_of(prompt))
+            chains.append(hashes)
+        elif action == "pin":
+            pinned.append(hashes[: cache.pin(hashes)])  # as MD does: unpin what it pinned
+        elif pinned:
+            cache.unpin(pinned.pop())
+        in_index = {
+            h for chain in chains for i, h in enumerate(chain)
+            if cache.index.peek(chain[: i + 1]) == i + 1
+        }  # fmt: skip
+        assert set(cache.blocks) == in_index
         assert len(cache.index) == len(cache.blocks)
