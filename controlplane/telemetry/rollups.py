@@ -1,15 +1,17 @@
-"""Rolling request records into windows: accumulate in memory, then add to locked rows.
+"""Rolling request records into windows: sum per cell in memory, then add to the rows.
 
 Each record lands in the window that holds its ``finish_time`` (windows are aligned to the
 epoch: a 5 s window starts at a multiple of 5 s) in every scope it belongs to: ``all``, its
 entry site, its pipeline (``pool``), its tenant, its model, its tenant and model, and the
 cumulative ``site-pipeline`` row behind ``/metrics``. Only additive quantities are stored, so a
-batch becomes one delta per row and the rows are updated in place.
+batch becomes one delta per finest cell (``cells_of``, staged by ingestion as JSON:
+``cells_dump``), any number of staged batches merge into one delta per row (``cells_merge``,
+``rollup_deltas``), and the rows are updated in place (``rollups_apply``).
 
-Concurrency: ``rollups_apply`` runs inside the ingestion transaction. It inserts the missing
-rows (``ON CONFLICT DO NOTHING``), then locks the rows it needs with ``SELECT ... FOR UPDATE``,
-both in one global key order, so two concurrent batches wait for each other instead of losing
-an update or deadlocking; the sums are then written back with ``bulk_update``.
+Concurrency: ``rollups_apply`` runs in the flush transaction of ``telemetry.staging``, which
+has one flusher at a time. It still inserts the missing rows (``ON CONFLICT DO NOTHING``) and
+locks the rows it needs with ``SELECT ... FOR UPDATE``, both in one global key order, so it
+stays correct beside any other writer; the sums are then written back in one ``executemany``.
 """
 
 from __future__ import annotations
@@ -112,23 +114,28 @@ def scopes_of(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def accumulate(
-    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
-) -> dict[RollupKey, Delta]:
-    """One delta per rollup row the records touch (pure: no database).
+CellKey = tuple[str, str, str, str, datetime]
 
-    Records are first summed per finest cell (site, pipeline, tenant, model, 5 s window), then
-    each cell is merged into its dozen rows: a batch has few cells, so each record is added once.
-    """
-    cells: dict[tuple[str, str, str, str, datetime], Delta] = {}
+
+def cells_of(
+    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
+) -> dict[CellKey, Delta]:
+    """The records summed per finest cell (site, pipeline, tenant, model, 5 s window): what
+    ingestion stages (pure: no database). Every longer window is a multiple of the 5 s one, so
+    a cell lies in exactly one window of each size and one row of each scope."""
+    cells: dict[CellKey, Delta] = {}
     for record in records:
         cell = (record["site"], record["pipeline"], record["tenant"], record["model"],
                 window_start(record["finish_time"], WINDOWS[0]))  # fmt: skip
-        # (every longer window is a multiple of the 5 s one, so a cell lies in one of each)
         delta = cells.get(cell)
         if delta is None:
             delta = cells[cell] = Delta()
         delta.add(record, 0.0 if record["rejected"] else revenue_of(record))
+    return cells
+
+
+def rollup_deltas(cells: Mapping[CellKey, Delta]) -> dict[RollupKey, Delta]:
+    """One delta per rollup row the cells touch: each cell is merged into its dozen rows."""
     deltas: dict[RollupKey, Delta] = {}
     for (site, pipeline, tenant, model, start), cell_delta in cells.items():
         fields = {"site": site, "pipeline": pipeline, "tenant": tenant, "model": model}
@@ -141,6 +148,40 @@ def accumulate(
         for k in keys:
             deltas.setdefault(k, Delta()).merge(cell_delta)
     return deltas
+
+
+def accumulate(
+    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
+) -> dict[RollupKey, Delta]:
+    """One delta per rollup row the records touch (pure: no database)."""
+    return rollup_deltas(cells_of(records, revenue_of))
+
+
+def cells_dump(cells: Mapping[CellKey, Delta]) -> list[list[Any]]:
+    """Cells as JSON: ``[site, pipeline, tenant, model, start (epoch s), counts, sums, maps]``
+    with the values in ``COUNT_FIELDS``, ``SUM_FIELDS`` and ``MAP_FIELDS`` order. Floats
+    survive the round trip exactly (``json`` writes the shortest repr that reads back)."""
+    return [
+        [site, pipeline, tenant, model, int(start.timestamp()),
+         [d.counts[n] for n in COUNT_FIELDS], [d.sums[n] for n in SUM_FIELDS],
+         [d.maps[n] for n in MAP_FIELDS]]
+        for (site, pipeline, tenant, model, start), d in cells.items()
+    ]  # fmt: skip
+
+
+def cells_merge(into: dict[CellKey, Delta], dumped: Iterable[Sequence[Any]]) -> None:
+    """Add cells written by ``cells_dump`` to ``into`` (same cell key: merged)."""
+    for site, pipeline, tenant, model, start, counts, sums, maps in dumped:
+        delta = Delta(
+            counts=dict(zip(COUNT_FIELDS, counts, strict=True)),
+            sums=dict(zip(SUM_FIELDS, sums, strict=True)),
+            maps={n: dict(m) for n, m in zip(MAP_FIELDS, maps, strict=True)},
+        )
+        key = (site, pipeline, tenant, model, datetime.fromtimestamp(start, tz=UTC))
+        if key in into:
+            into[key].merge(delta)
+        else:
+            into[key] = delta
 
 
 def merge_into(row: TelemetryRollup, delta: Delta) -> None:
