@@ -16,6 +16,7 @@ stays correct beside any other writer; the sums are then written back in one ``e
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,31 +56,39 @@ class Delta:
     sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SUM_FIELDS, 0.0))
     maps: dict[str, dict[str, int]] = field(default_factory=lambda: {f: {} for f in MAP_FIELDS})
 
-    def add(self, record: Mapping[str, Any], revenue: float) -> None:
-        c, s, m = self.counts, self.sums, self.maps
-        c["requests"] += 1
-        if record["rejected"]:
-            c["rejected"] += 1
-            return
-        c["sla_met"] += bool(record["sla_met"])
+    @classmethod
+    def of(
+        cls,
+        records: Sequence[Mapping[str, Any]],
+        revenue_of: Callable[[Mapping[str, Any]], float],
+    ) -> Delta:
+        """What ``records`` add to a row: a field at a time over the served ones (one Python
+        loop per field is several times cheaper than a dozen dictionary updates per record)."""
+        delta = cls()
+        c, s, m = delta.counts, delta.sums, delta.maps
+        served = [r for r in records if not r["rejected"]]
+        c["requests"] = len(records)
+        c["rejected"] = len(records) - len(served)
+        if not served:
+            return delta
+        c["sla_met"] = sum([1 for r in served if r["sla_met"]])
         for name in ("input_tokens", "hit_tokens", "output_tokens", "wan_bytes", "rld_tokens",
                      "md_tokens"):  # fmt: skip
-            c[name] += int(record[name])
-        size = record["input_tokens"]
+            c[name] = sum([int(r[name]) for r in served])
         # As pdd_core.metrics.request_weighted_hit: no input counts as a zero hit.
-        ratio = record["hit_tokens"] / size if size > 0 else 0.0
-        s["hit_ratio_sum"] += ratio
-        s["revenue"] += revenue
-        _bump(m["hit_bands"], str(hit_band_index(ratio)))
-        _bump(m["pipelines"], record["pipeline"])
-        if record.get("handoff_mode"):
-            _bump(m["handoffs"], record["handoff_mode"])
+        ratios = [r["hit_tokens"] / r["input_tokens"] if r["input_tokens"] > 0 else 0.0
+                  for r in served]  # fmt: skip
+        s["hit_ratio_sum"] = sum(ratios)
+        s["revenue"] = sum([revenue_of(r) for r in served])
+        m["hit_bands"] = _counted(str(hit_band_index(ratio)) for ratio in ratios)
+        m["pipelines"] = _counted(r["pipeline"] for r in served)
+        m["handoffs"] = _counted(r["handoff_mode"] for r in served if r.get("handoff_mode"))
         for name in ("ttft", "tpot"):
-            value = record.get(f"{name}_s")
-            if value is not None:
-                c[f"{name}_count"] += 1
-                s[f"{name}_sum"] += float(value)
-                _bump(m[f"{name}_hist"], str(sketch.bucket_index(float(value))))
+            values = [float(v) for r in served if (v := r.get(f"{name}_s")) is not None]
+            c[f"{name}_count"] = len(values)
+            s[f"{name}_sum"] = sum(values)
+            m[f"{name}_hist"] = _counted(str(sketch.bucket_index(v)) for v in values)
+        return delta
 
     def merge(self, other: Delta) -> None:
         for name, value in other.counts.items():
@@ -90,8 +99,8 @@ class Delta:
             sketch.merge(self.maps[name], counts)
 
 
-def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
-    counts[key] = counts.get(key, 0) + by
+def _counted(keys: Iterable[str]) -> dict[str, int]:
+    return dict(Counter(keys))
 
 
 def window_start(when: datetime, window_s: int) -> datetime:
@@ -123,15 +132,20 @@ def cells_of(
     """The records summed per finest cell (site, pipeline, tenant, model, 5 s window): what
     ingestion stages (pure: no database). Every longer window is a multiple of the 5 s one, so
     a cell lies in exactly one window of each size and one row of each scope."""
-    cells: dict[CellKey, Delta] = {}
+    groups: dict[CellKey, list[Mapping[str, Any]]] = {}
+    starts: dict[int, datetime] = {}  # a batch has few distinct seconds: convert each once
     for record in records:
-        cell = (record["site"], record["pipeline"], record["tenant"], record["model"],
-                window_start(record["finish_time"], WINDOWS[0]))  # fmt: skip
-        delta = cells.get(cell)
-        if delta is None:
-            delta = cells[cell] = Delta()
-        delta.add(record, 0.0 if record["rejected"] else revenue_of(record))
-    return cells
+        second = int(record["finish_time"].timestamp())
+        start = starts.get(second)
+        if start is None:
+            start = starts[second] = window_start(record["finish_time"], WINDOWS[0])
+        cell = (record["site"], record["pipeline"], record["tenant"], record["model"], start)
+        group = groups.get(cell)
+        if group is None:
+            groups[cell] = [record]
+        else:
+            group.append(record)
+    return {cell: Delta.of(group, revenue_of) for cell, group in groups.items()}
 
 
 def rollup_deltas(cells: Mapping[CellKey, Delta]) -> dict[RollupKey, Delta]:

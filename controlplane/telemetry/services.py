@@ -26,7 +26,12 @@ from django.utils import timezone
 from controlplane.accounts.models import ApiToken
 from controlplane.billing.models import ApiKey, Tenant
 from controlplane.inventory.selectors import model_specs
-from controlplane.telemetry.bounds import RecordLimits, record_bound_errors, unknown_model_limits
+from controlplane.telemetry.bounds import (
+    RecordLimits,
+    TimeBounds,
+    record_bound_errors,
+    unknown_model_limits,
+)
 from controlplane.telemetry.models import RequestRecord
 from controlplane.telemetry.partitions import day_of, partitions_ensure
 from controlplane.telemetry.staging import rollups_flush_after_ingest, rollups_stage
@@ -58,10 +63,10 @@ def _check_bounds(valid: Indexed, errors: dict[int, dict[str, Any]]) -> Indexed:
     specs = model_specs({r["model"] for _, r in valid})
     limits = {slug: RecordLimits.of(spec) for slug, spec in specs.items()}
     fallback = unknown_model_limits()
-    now = timezone.now()
+    times = TimeBounds.at(timezone.now())
     kept = []
     for index, record in valid:
-        problems = record_bound_errors(record, limits.get(record["model"], fallback), now)
+        problems = record_bound_errors(record, limits.get(record["model"], fallback), times)
         if problems:
             errors[index] = problems
         else:
