@@ -9,9 +9,9 @@ batch becomes one delta per finest cell (``cells_of``, staged by ingestion as JS
 ``rollup_deltas``), and the rows are updated in place (``rollups_apply``).
 
 Concurrency: ``rollups_apply`` runs in the flush transaction of ``telemetry.staging``, which
-has one flusher at a time. It still inserts the missing rows (``ON CONFLICT DO NOTHING``) and
-locks the rows it needs with ``SELECT ... FOR UPDATE``, both in one global key order, so it
-stays correct beside any other writer; the sums are then written back in one ``executemany``.
+has one flusher at a time. It still locks the rows it needs with ``SELECT ... FOR UPDATE`` and
+inserts the missing ones (``ON CONFLICT DO NOTHING``), in one global key order, so it stays
+correct beside any other writer; the sums are then written back in one ``executemany``.
 """
 
 from __future__ import annotations
@@ -256,11 +256,15 @@ def rollups_apply(deltas: Mapping[RollupKey, Delta]) -> list[TelemetryRollup]:
     if not deltas:
         return []
     keys = sorted(deltas)
-    TelemetryRollup.objects.bulk_create(
-        [TelemetryRollup(window_s=w, scope=s, key=k, start=t) for w, s, k, t in keys],
-        ignore_conflicts=True,
-    )
     rows = _locked_rows(keys)
+    if len(rows) < len(keys):  # a window's first batch: make its rows, then lock them too
+        have = {(r.window_s, r.scope, r.key, r.start) for r in rows}
+        TelemetryRollup.objects.bulk_create(
+            [TelemetryRollup(window_s=w, scope=s, key=k, start=t)
+             for w, s, k, t in keys if (w, s, k, t) not in have],
+            ignore_conflicts=True,
+        )  # fmt: skip
+        rows = _locked_rows(keys)
     for row in rows:
         merge_into(row, deltas[(row.window_s, row.scope, row.key, row.start)])
     _write_back(rows)
