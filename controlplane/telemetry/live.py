@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from controlplane.core.broadcast import broadcast, group_name
+from controlplane.core.broadcast import broadcast, broadcast_due, group_name
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
 from controlplane.telemetry.rollups import WINDOWS
 from controlplane.telemetry.selectors import cost_rates, point_of
@@ -48,11 +48,15 @@ def live_payloads(rows: Iterable[TelemetryRollup]) -> dict[str, dict[str, Any]]:
 
 
 def live_publish(rows: Iterable[TelemetryRollup]) -> int:
-    """Push the rows' points to their groups (throttled); returns how many were sent."""
+    """Push the rows' points to their groups (throttled); returns how many were sent. Points
+    are built only for the groups whose throttle lets a push through now."""
     interval = float(settings.TELEMETRY_LIVE_MIN_INTERVAL_S)
+    due = [row for row in rows if broadcast_due(live_group(row.scope, row.key), interval)]
+    if not due:
+        return 0
     return sum(
         broadcast(group, message, min_interval=interval)
-        for group, message in live_payloads(rows).items()
+        for group, message in live_payloads(due).items()
     )
 
 
