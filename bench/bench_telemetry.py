@@ -13,13 +13,19 @@ path), and for 1 and 2 daphne processes, it migrates a scratch PostgreSQL databa
 
 - **bulk**: ``--posters`` client threads POST batches of ``--batch`` records (round-robin over
   the processes) to ``/api/v1/telemetry/records/``: records ingested per second, and per
-  CPU-second of the daphne processes (their user + system time over the load, from /proc);
+  CPU-second of the daphne processes (their user + system time over the load, from /proc) and
+  per CPU-second of the PostgreSQL backends serving them (their database's sessions in
+  ``pg_stat_activity``, same /proc figures; the server's shared WAL writer and checkpointer
+  are not counted);
 - **rollups exact**: after the load, the all-time rollup counters sum to the stored records
   (both processes added to the same rows);
 - **latency**: while the bulk load runs, a probe POSTs one record of tenant ``probe`` 0.6 s
   after the previous probe's message (longer than the live throttle) and waits for the push on
   ``/ws/live/?scope=tenant:probe`` of a WebSocket held on process 0: p50/p99 of POST start ->
   message received.
+
+``--profile`` calls the ingestion service in-process instead (no HTTP): CPU per 1000 records
+by stage, and the functions with the most own CPU time (cProfile), this tree vs ``--baseline``.
 
 Client, servers and PostgreSQL share this machine's CPUs (and other users'): the figures are
 what this box does, not a cluster; the per-CPU-second figure is the one that carries over.
@@ -63,12 +69,19 @@ print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
 """
 
 
-# Rollups exact across processes: the all-time counters sum to the stored records.
+# Rollups exact across processes: the all-time counters sum to the stored records, once the
+# deltas still staged after the load (if any) are flushed, as beat does every 2 s (the
+# baseline tree rolls up inside its ingestion transaction and stages nothing).
 ROLLUPS_CHECK = """
 from django.db.models import Sum
 from controlplane.telemetry.models import RequestRecord, TelemetryRollup
+try:
+    from controlplane.telemetry.staging import rollups_flush
+except ImportError:
+    rollups_flush = lambda wait: 0
+left = rollups_flush(wait=True)
 total = TelemetryRollup.objects.filter(window_s=0).aggregate(n=Sum("requests"))["n"]
-print(RequestRecord.objects.count(), total)
+print(RequestRecord.objects.count(), total, left)
 """
 
 
@@ -139,6 +152,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def pg_backends_cpu(url: str | None) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving the database of ``url`` (the
+    daphne processes' connections; the server's shared processes are not counted)."""
+    if not url:
+        return {}
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        pids = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")]  # fmt: skip
+    seen = {}
+    for pid in pids:
+        try:
+            seen[pid] = cpu_seconds([pid])
+        except (FileNotFoundError, ProcessLookupError):  # the backend ended meanwhile
+            continue
+    return seen
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -275,17 +308,21 @@ def run_one(path: str, root: Path, env: dict[str, str], args: argparse.Namespace
         prober.start()
         time.sleep(1.5)
         measuring.set()
-        cpu = server.cpu()
+        cpu, pg_before = server.cpu(), pg_backends_cpu(env.get("DATABASE_URL"))
         bulk, elapsed = load(server.ports, agent, args.records, args.batch, args.posters)
         cpu = server.cpu() - cpu
+        pg_after = pg_backends_cpu(env.get("DATABASE_URL"))
+        pg_cpu = sum(t - pg_before.get(pid, 0.0) for pid, t in pg_after.items())
         measuring.clear()
         stop.set()
         prober.join()
         lat = result["lat"]
-        stored, counted = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-2:]
+        stored, counted, left = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-3:]
         return {"path": path, "procs": procs, "bulk": bulk, "per_cpu": bulk * elapsed / cpu,
+                "per_pg_cpu": bulk * elapsed / pg_cpu if pg_cpu > 0 else float("nan"),
                 "cpu_share": cpu / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                "probes": len(lat), "exact": stored == counted}  # fmt: skip
+                "probes": len(lat), "exact": stored == counted,
+                "left": int(left)}  # fmt: skip
     finally:
         server.stop()
 
@@ -398,14 +435,15 @@ def main() -> None:
     print(f"\n{backend}; {os.cpu_count()} CPUs (shared); {args.batch} records/POST, "
           f"{args.posters} posters, {args.records} records; base = {args.baseline}\n")  # fmt: skip
     print("| path | daphne procs | records/s | goal | records per daphne CPU-s | "
-          "daphne CPUs busy | POST->WS p50 ms | p99 ms | p99 goal ms | probes | "
-          "rollups = records |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "records per PostgreSQL-backend CPU-s | daphne CPUs busy | POST->WS p50 ms | "
+          "p99 ms | p99 goal ms | probes | rollups = records |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['path']} | {r['procs']} | {r['bulk']:,.0f} | {GOAL_RPS:,} | "
-              f"{r['per_cpu']:,.0f} | {r['cpu_share']:.2f} | {r['p50'] * 1e3:.0f} | "
+              f"{r['per_cpu']:,.0f} | {r['per_pg_cpu']:,.0f} | {r['cpu_share']:.2f} | "
+              f"{r['p50'] * 1e3:.0f} | "
               f"{r['p99'] * 1e3:.0f} | {GOAL_P99_S * 1e3:.0f} | {r['probes']} | "
-              f"{'yes' if r['exact'] else 'NO'} |")  # fmt: skip
+              f"{'yes' if r['exact'] else 'NO'} ({r['left']} left staged) |")  # fmt: skip
     for procs in args.web_procs:
         now = [r for r in rows if r["path"] == "now" and r["procs"] == procs]
         old = [r for r in rows if r["path"] == "base" and r["procs"] == procs]
