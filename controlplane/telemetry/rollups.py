@@ -171,26 +171,35 @@ def accumulate(
     return rollup_deltas(cells_of(records, revenue_of))
 
 
-def cells_dump(cells: Mapping[CellKey, Delta]) -> list[list[Any]]:
-    """Cells as JSON: ``[site, pipeline, tenant, model, start (epoch s), counts, sums, maps]``
-    with the values in ``COUNT_FIELDS``, ``SUM_FIELDS`` and ``MAP_FIELDS`` order. Floats
-    survive the round trip exactly (``json`` writes the shortest repr that reads back)."""
+def cells_dump(cells: Mapping[CellKey, Delta]) -> list[dict[str, Any]]:
+    """Cells as JSON: ``{"cell": [site, pipeline, tenant, model, start (epoch s)], "counts":
+    {...}, "sums": {...}, "maps": {...}}`` keyed by field name, so a process can read what an
+    older one staged (a field it lacks counts 0) and refuses a field it does not know instead
+    of dropping it. Floats survive the round trip exactly (``json`` writes the shortest repr
+    that reads back)."""
     return [
-        [site, pipeline, tenant, model, int(start.timestamp()),
-         [d.counts[n] for n in COUNT_FIELDS], [d.sums[n] for n in SUM_FIELDS],
-         [d.maps[n] for n in MAP_FIELDS]]
+        {"cell": [site, pipeline, tenant, model, int(start.timestamp())],
+         "counts": d.counts, "sums": d.sums, "maps": d.maps}
         for (site, pipeline, tenant, model, start), d in cells.items()
     ]  # fmt: skip
 
 
-def cells_merge(into: dict[CellKey, Delta], dumped: Iterable[Sequence[Any]]) -> None:
+def _fields_of(values: Mapping[str, Any], names: tuple[str, ...]) -> None:
+    unknown = set(values) - set(names)
+    if unknown:
+        raise ValueError(f"staged rollup cell: unknown fields {sorted(unknown)}")
+
+
+def cells_merge(into: dict[CellKey, Delta], dumped: Iterable[Mapping[str, Any]]) -> None:
     """Add cells written by ``cells_dump`` to ``into`` (same cell key: merged)."""
-    for site, pipeline, tenant, model, start, counts, sums, maps in dumped:
-        delta = Delta(
-            counts=dict(zip(COUNT_FIELDS, counts, strict=True)),
-            sums=dict(zip(SUM_FIELDS, sums, strict=True)),
-            maps={n: dict(m) for n, m in zip(MAP_FIELDS, maps, strict=True)},
-        )
+    for cell in dumped:
+        site, pipeline, tenant, model, start = cell["cell"]
+        for name, names in (("counts", COUNT_FIELDS), ("sums", SUM_FIELDS), ("maps", MAP_FIELDS)):
+            _fields_of(cell[name], names)
+        delta = Delta()
+        delta.counts.update(cell["counts"])
+        delta.sums.update(cell["sums"])
+        delta.maps.update({n: dict(m) for n, m in cell["maps"].items()})
         key = (site, pipeline, tenant, model, datetime.fromtimestamp(start, tz=UTC))
         if key in into:
             into[key].merge(delta)

@@ -87,9 +87,18 @@ def test_staged_cells_survive_json_and_merge_to_the_one_shot_deltas(
     assert again == whole
 
 
-def test_malformed_staged_cells_are_refused() -> None:
-    with pytest.raises(ValueError):
-        cells_merge({}, [["dc-a", "P-MD", "acme", "m", 0, [1, 2], [], []]])
+def test_cells_staged_by_an_older_process_read_and_unknown_fields_are_refused() -> None:
+    older = {"cell": ["dc-a", "P-MD", "acme", "m", 0], "counts": {"requests": 2},
+             "sums": {}, "maps": {"ttft_hist": {"7": 2}}}  # fmt: skip
+    cells: dict[CellKey, Delta] = {}
+
+    cells_merge(cells, [older, older])
+
+    (delta,) = cells.values()
+    assert (delta.counts["requests"], delta.counts["sla_met"]) == (4, 0)
+    assert (delta.maps["ttft_hist"], delta.sums["revenue"]) == ({"7": 4}, 0.0)
+    with pytest.raises(ValueError, match="unknown fields"):
+        cells_merge({}, [{**older, "counts": {"requests": 1, "tokens_v2": 5}}])
 
 
 def _minute_batch(prefix: str, n: int = 6) -> list[dict[str, Any]]:
