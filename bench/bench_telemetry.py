@@ -13,13 +13,19 @@ path), and for 1 and 2 daphne processes, it migrates a scratch PostgreSQL databa
 
 - **bulk**: ``--posters`` client threads POST batches of ``--batch`` records (round-robin over
   the processes) to ``/api/v1/telemetry/records/``: records ingested per second, and per
-  CPU-second of the daphne processes (their user + system time over the load, from /proc);
+  CPU-second of the daphne processes (their user + system time over the load, from /proc) and
+  per CPU-second of the PostgreSQL backends serving them (their database's sessions in
+  ``pg_stat_activity``, same /proc figures; the server's shared WAL writer and checkpointer
+  are not counted);
 - **rollups exact**: after the load, the all-time rollup counters sum to the stored records
   (both processes added to the same rows);
 - **latency**: while the bulk load runs, a probe POSTs one record of tenant ``probe`` 0.6 s
   after the previous probe's message (longer than the live throttle) and waits for the push on
   ``/ws/live/?scope=tenant:probe`` of a WebSocket held on process 0: p50/p99 of POST start ->
   message received.
+
+``--profile`` calls the ingestion service in-process instead (no HTTP): CPU per 1000 records
+by stage, and the functions with the most own CPU time (cProfile), this tree vs ``--baseline``.
 
 Client, servers and PostgreSQL share this machine's CPUs (and other users'): the figures are
 what this box does, not a cluster; the per-CPU-second figure is the one that carries over.
@@ -63,13 +69,67 @@ print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
 """
 
 
-# Rollups exact across processes: the all-time counters sum to the stored records.
+# Rollups exact across processes: the all-time counters sum to the stored records, once the
+# deltas still staged after the load (if any) are flushed, as beat does every 2 s (the
+# baseline tree rolls up inside its ingestion transaction and stages nothing).
 ROLLUPS_CHECK = """
 from django.db.models import Sum
 from controlplane.telemetry.models import RequestRecord, TelemetryRollup
+try:
+    from controlplane.telemetry.staging import rollups_flush
+except ImportError:
+    rollups_flush = lambda wait: 0
+left = rollups_flush(wait=True)
 total = TelemetryRollup.objects.filter(window_s=0).aggregate(n=Sum("requests"))["n"]
-print(RequestRecord.objects.count(), total)
+print(RequestRecord.objects.count(), total, left)
 """
+
+
+# The ingestion service called in-process (no HTTP): CPU of this process per 1000 records, and
+# a cProfile (CPU time) of the same load. argv: bench file, records, batch size.
+PROFILE = r"""
+import cProfile, importlib.util, json, pstats, sys, time
+spec = importlib.util.spec_from_file_location("bench_records", sys.argv[1])
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0, interactive=False)
+from controlplane.billing.models import Tenant
+from controlplane.telemetry.services import records_ingest
+Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
+total, size = int(sys.argv[2]), int(sys.argv[3])
+def work():
+    return [json.loads(json.dumps(bench.records(size))) for _ in range(total // size)]
+records_ingest(records=work()[0])
+batches = work()
+start = time.process_time()
+for batch in batches:
+    records_ingest(records=batch)
+cpu = time.process_time() - start
+batches = work()
+profile = cProfile.Profile(time.process_time)  # CPU, as the total: waits on I/O are not
+profile.enable()
+for batch in batches:
+    records_ingest(records=batch)
+profile.disable()
+functions = {}
+for (path, _, name), (_, _, own, cumulative, _) in pstats.Stats(profile).stats.items():
+    key = path.rsplit("/", 1)[-1].removesuffix(".py") + "." + name
+    mine, cum = functions.get(key, (0.0, 0.0))
+    functions[key] = (mine + own, max(cum, cumulative))
+profiled = sum(own for own, _ in functions.values())
+print(json.dumps({"cpu_ms_per_1000": cpu / total * 1e6, "profiled_s": profiled,
+                  "functions": functions}))
+"""
+# The stages of ``records_ingest`` the profile table breaks out (either tree's names).
+STAGES = (
+    "validation.records_parse", "services._check_bounds", "services._check_tenants",
+    "partitions.partitions_ensure", "writes.keys_claim", "services._conflicting",
+    "writes.records_write", "writes.usage_write", "services._touch_api_keys",
+    "live.rollups_ingest", "staging.rollups_stage", "staging.rollups_flush_after_ingest",
+)  # fmt: skip
 
 
 def records(n: int, tenant: str = "bench") -> list[dict[str, Any]]:
@@ -92,6 +152,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def pg_backends_cpu(url: str | None) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving the database of ``url`` (the
+    daphne processes' connections; the server's shared processes are not counted)."""
+    if not url:
+        return {}
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        pids = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")]  # fmt: skip
+    seen = {}
+    for pid in pids:
+        try:
+            seen[pid] = cpu_seconds([pid])
+        except (FileNotFoundError, ProcessLookupError):  # the backend ended meanwhile
+            continue
+    return seen
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -228,17 +308,21 @@ def run_one(path: str, root: Path, env: dict[str, str], args: argparse.Namespace
         prober.start()
         time.sleep(1.5)
         measuring.set()
-        cpu = server.cpu()
+        cpu, pg_before = server.cpu(), pg_backends_cpu(env.get("DATABASE_URL"))
         bulk, elapsed = load(server.ports, agent, args.records, args.batch, args.posters)
         cpu = server.cpu() - cpu
+        pg_after = pg_backends_cpu(env.get("DATABASE_URL"))
+        pg_cpu = sum(t - pg_before.get(pid, 0.0) for pid, t in pg_after.items())
         measuring.clear()
         stop.set()
         prober.join()
         lat = result["lat"]
-        stored, counted = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-2:]
+        stored, counted, left = server.manage("shell", "-c", ROLLUPS_CHECK).split()[-3:]
         return {"path": path, "procs": procs, "bulk": bulk, "per_cpu": bulk * elapsed / cpu,
+                "per_pg_cpu": bulk * elapsed / pg_cpu if pg_cpu > 0 else float("nan"),
                 "cpu_share": cpu / elapsed, "p50": pct(lat, 50), "p99": pct(lat, 99),
-                "probes": len(lat), "exact": stored == counted}  # fmt: skip
+                "probes": len(lat), "exact": stored == counted,
+                "left": int(left)}  # fmt: skip
     finally:
         server.stop()
 
@@ -267,6 +351,41 @@ def unpack(commit: str, into: Path) -> Path:
     return into
 
 
+def profile_one(root: Path, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    """The in-process CPU per 1000 records of the tree at ``root``, and its profile."""
+    out = subprocess.run(
+        [PY, "-c", PROFILE, str(Path(__file__).resolve()), str(args.records), str(args.batch)],
+        cwd=root, env={**env, "PYTHONPATH": str(root), "DJANGO_SETTINGS_MODULE":
+                       "controlplane.settings"}, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def profile_report(results: dict[str, dict[str, Any]], top: int) -> None:
+    """CPU per 1000 records by stage (profile shares scaled to the unprofiled CPU), then the
+    functions of the newest tree with the most own time."""
+    print("\n| stage (ms CPU per 1000 records, in-process) | " + " | ".join(results) + " |")
+    print("|---|" + "---|" * len(results))
+
+    def scaled(r: dict[str, Any], seconds: float) -> float:
+        return float(seconds / r["profiled_s"] * r["cpu_ms_per_1000"])
+
+    for stage in STAGES:
+        cells = [r["functions"].get(stage) for r in results.values()]
+        if any(cells):
+            row = [f"{scaled(r, c[1]):.1f}" if c else "-" for r, c in
+                   zip(results.values(), cells, strict=True)]  # fmt: skip
+            print(f"| {stage} | " + " | ".join(row) + " |")
+    print("| **total** | " + " | ".join(f"{r['cpu_ms_per_1000']:.1f}" for r in results.values())
+          + " |")  # fmt: skip
+    name, last = list(results.items())[-1]
+    print(f"\n{name}: top {top} functions by own time (ms CPU per 1000 records)")
+    ranked = sorted(last["functions"].items(), key=lambda kv: -kv[1][0])[:top]
+    for function, (own, cumulative) in ranked:
+        print(f"  {scaled(last, own):6.2f} own {scaled(last, cumulative):7.2f} cum  {function}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=["embedded", "postgres"], default="postgres")
@@ -278,6 +397,10 @@ def main() -> None:
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13")
     parser.add_argument("--db-prefix", default="pdd_bench_telemetry")
+    parser.add_argument("--profile", action="store_true",
+                        help="call the ingestion service in-process instead: CPU per 1000 "
+                        "records by stage and a cProfile, this tree vs --baseline")  # fmt: skip
+    parser.add_argument("--top", type=int, default=25, help="functions listed by --profile")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items()
             if k not in {"DATABASE_URL", "REDIS_URL", "PYTHONPATH"}}  # fmt: skip
@@ -287,6 +410,16 @@ def main() -> None:
     base["PDD_DATA_DIR"] = str(tmp)
     base["PDD_LOG_LEVEL"] = "WARNING"
     try:
+        if args.profile:
+            roots = [("base", unpack(args.baseline, tmp / "base")), ("now", ROOT)]
+            profiles = {}
+            for path, root in roots:
+                env = {**base, "PDD_DATA_DIR": str(tmp / path)}
+                if args.backend == "postgres":
+                    env = postgres_env(env, args, f"{args.db_prefix}_{path}")
+                profiles[path] = profile_one(root, env, args)
+            profile_report(profiles, args.top)
+            return
         if args.backend == "embedded":  # the in-memory layer cannot span processes
             rows.append(run_one("now", ROOT, base, args, 1))
         else:
@@ -302,14 +435,15 @@ def main() -> None:
     print(f"\n{backend}; {os.cpu_count()} CPUs (shared); {args.batch} records/POST, "
           f"{args.posters} posters, {args.records} records; base = {args.baseline}\n")  # fmt: skip
     print("| path | daphne procs | records/s | goal | records per daphne CPU-s | "
-          "daphne CPUs busy | POST->WS p50 ms | p99 ms | p99 goal ms | probes | "
-          "rollups = records |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "records per PostgreSQL-backend CPU-s | daphne CPUs busy | POST->WS p50 ms | "
+          "p99 ms | p99 goal ms | probes | rollups = records |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['path']} | {r['procs']} | {r['bulk']:,.0f} | {GOAL_RPS:,} | "
-              f"{r['per_cpu']:,.0f} | {r['cpu_share']:.2f} | {r['p50'] * 1e3:.0f} | "
+              f"{r['per_cpu']:,.0f} | {r['per_pg_cpu']:,.0f} | {r['cpu_share']:.2f} | "
+              f"{r['p50'] * 1e3:.0f} | "
               f"{r['p99'] * 1e3:.0f} | {GOAL_P99_S * 1e3:.0f} | {r['probes']} | "
-              f"{'yes' if r['exact'] else 'NO'} |")  # fmt: skip
+              f"{'yes' if r['exact'] else 'NO'} ({r['left']} left staged) |")  # fmt: skip
     for procs in args.web_procs:
         now = [r for r in rows if r["path"] == "now" and r["procs"] == procs]
         old = [r for r in rows if r["path"] == "base" and r["procs"] == procs]

@@ -20,6 +20,12 @@ app.conf.beat_schedule = {
         "task": "controlplane.telemetry.tasks.alerts_evaluate_task",
         "schedule": 5.0,
     },
+    # staging.FLUSH_INTERVAL_S: the longest a committed rollup delta waits if its own ingestion
+    # call could not flush it
+    "telemetry-rollups-flush": {
+        "task": "controlplane.telemetry.tasks.rollups_flush_task",
+        "schedule": 2.0,
+    },
     "telemetry-prune": {
         "task": "controlplane.telemetry.tasks.telemetry_prune_task",
         "schedule": 3600.0,

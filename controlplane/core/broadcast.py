@@ -54,6 +54,14 @@ def broadcast(
     return True
 
 
+def broadcast_due(group: str, min_interval: float) -> bool:
+    """Whether a throttled ``broadcast`` to ``group`` would be sent now: a caller whose payload
+    costs more to build than to send skips building one that would be dropped."""
+    with _lock:
+        last = _last_push.get(group)
+    return last is None or time.monotonic() - last >= min_interval
+
+
 def throttle_reset() -> None:
     """Forget when each group was last pushed to (a fresh process's state; tests start so)."""
     with _lock:

@@ -1,7 +1,8 @@
 """SLA rules evaluated on closed windows; alerts opened, kept and resolved; signed webhooks.
 
-``alerts_evaluate`` is what the periodic Celery task calls. For each enabled rule it reads the
-last closed window of the rule's size in the rule's scope (model and/or tenant, else all) and:
+``alerts_evaluate`` is what the periodic Celery task calls. It first flushes the staged rollup
+deltas (``staging``), then for each enabled rule it reads the last closed window of the rule's
+size in the rule's scope (model and/or tenant, else all) and:
 
 - breach and no open alert: opens one (``first_seen`` = ``last_seen`` = the window's end);
 - breach and an open alert: moves ``last_seen``, updates ``value`` and ``worst``;
@@ -31,6 +32,7 @@ from django.utils import timezone
 
 from controlplane.telemetry.models import Alert, AlertState, RollupScope, SlaRule, TelemetryRollup
 from controlplane.telemetry.rollups import delta_of, window_start
+from controlplane.telemetry.staging import rollups_flush
 from controlplane.telemetry.summary import summarize
 
 log = logging.getLogger(__name__)
@@ -132,8 +134,12 @@ def _evaluate_rule(rule: SlaRule, now: datetime) -> str | None:
 
 
 def alerts_evaluate(*, now: datetime | None = None) -> Evaluation:
-    """Evaluate every enabled rule on its last closed window (idempotent for one window)."""
+    """Evaluate every enabled rule on its last closed window (idempotent for one window).
+
+    The staged rollup deltas are flushed first, waiting for a flush under way, so the windows
+    read hold every record committed before the call."""
     now = now or timezone.now()
+    rollups_flush(wait=True)
     outcome = {"opened": 0, "updated": 0, "resolved": 0}
     for rule in SlaRule.objects.filter(enabled=True):
         with transaction.atomic():

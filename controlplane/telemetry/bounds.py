@@ -78,20 +78,35 @@ def _check_tokens(record: Mapping[str, Any], limits: RecordLimits, errors: dict[
         )
 
 
-def _check_times(record: Mapping[str, Any], now: datetime, errors: dict[str, str]) -> None:
+@dataclass(frozen=True)
+class TimeBounds:
+    """The time bounds of records received at one instant (built once per batch: the settings
+    and the arithmetic are the same for all of its records)."""
+
+    skew_s: int
+    max_age_days: int
+    latest_finish: datetime
+    oldest_arrival: datetime
+
+    @classmethod
+    def at(cls, now: datetime) -> TimeBounds:
+        skew_s = int(settings.TELEMETRY_CLOCK_SKEW_S)
+        max_age_days = int(settings.TELEMETRY_MAX_RECORD_AGE_DAYS)
+        return cls(skew_s=skew_s, max_age_days=max_age_days,
+                   latest_finish=now + timedelta(seconds=skew_s),
+                   oldest_arrival=now - timedelta(days=max_age_days))  # fmt: skip
+
+
+def _check_times(record: Mapping[str, Any], times: TimeBounds, errors: dict[str, str]) -> None:
     arrival: datetime = record["arrival_time"]
     finish: datetime = record["finish_time"]
-    skew = timedelta(seconds=settings.TELEMETRY_CLOCK_SKEW_S)
-    if finish > now + skew:
+    if finish > times.latest_finish:
         errors["finish_time"] = (
-            f"In the future: more than {settings.TELEMETRY_CLOCK_SKEW_S} s after the control "
+            f"In the future: more than {times.skew_s} s after the control "
             "plane's clock; check the agent's clock."
         )
-    oldest = now - timedelta(days=settings.TELEMETRY_MAX_RECORD_AGE_DAYS)
-    if arrival < oldest:
-        errors["arrival_time"] = (
-            f"Older than {settings.TELEMETRY_MAX_RECORD_AGE_DAYS} days; not accepted."
-        )
+    if arrival < times.oldest_arrival:
+        errors["arrival_time"] = f"Older than {times.max_age_days} days; not accepted."
     duration = (finish - arrival).total_seconds()
     if duration > MAX_REQUEST_S:
         errors.setdefault("finish_time", f"A request lasts at most {MAX_REQUEST_S} s.")
@@ -104,10 +119,10 @@ def _check_times(record: Mapping[str, Any], now: datetime, errors: dict[str, str
 
 
 def record_bound_errors(
-    record: Mapping[str, Any], limits: RecordLimits, now: datetime
+    record: Mapping[str, Any], limits: RecordLimits, times: TimeBounds
 ) -> dict[str, list[str]]:
     """Field -> messages for every bound ``record`` breaks (empty when it is plausible)."""
     errors: dict[str, str] = {}
     _check_tokens(record, limits, errors)
-    _check_times(record, now, errors)
+    _check_times(record, times, errors)
     return {name: [message] for name, message in errors.items()}

@@ -1,4 +1,4 @@
-"""Live points: what ingestion pushes to ``/ws/live/`` after its transaction commits.
+"""Live points: what the rollup flush pushes to ``/ws/live/`` after its transaction commits.
 
 Groups are ``live.all``, ``live.site.<slug>``, ``live.pool.<pipeline>`` and
 ``live.tenant.<slug>``. A push carries only the windows the batch changed, with their full
@@ -10,16 +10,15 @@ carries the same windows' newer totals.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
 
-from controlplane.core.broadcast import broadcast, group_name
+from controlplane.core.broadcast import broadcast, broadcast_due, group_name
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
-from controlplane.telemetry.rollups import WINDOWS, accumulate, rollups_apply
-from controlplane.telemetry.selectors import cost_rates, point_of, prices_by_model
+from controlplane.telemetry.rollups import WINDOWS
+from controlplane.telemetry.selectors import cost_rates, point_of
 
 LIVE_SCOPES = (RollupScope.ALL, RollupScope.SITE, RollupScope.POOL, RollupScope.TENANT)
 LIVE_AREA = "live"
@@ -30,22 +29,6 @@ def live_group(scope: str, key: str = "") -> str:
     if scope == RollupScope.ALL:
         return group_name(LIVE_AREA)
     return group_name(LIVE_AREA, scope, key)
-
-
-def rollups_ingest(records: Sequence[Mapping[str, Any]]) -> list[TelemetryRollup]:
-    """Roll newly stored records into their windows (inside the ingestion transaction)."""
-    if not records:
-        return []
-    latest: datetime = max(r["finish_time"] for r in records)
-    prices = prices_by_model({r["model"] for r in records}, latest)
-
-    def revenue_of(record: Mapping[str, Any]) -> float:
-        book = prices.get(record["model"])
-        if book is None:
-            return 0.0
-        return book.revenue(record["miss_tokens"], record["hit_tokens"], record["output_tokens"])
-
-    return rollups_apply(accumulate(records, revenue_of))
 
 
 def live_payloads(rows: Iterable[TelemetryRollup]) -> dict[str, dict[str, Any]]:
@@ -65,11 +48,15 @@ def live_payloads(rows: Iterable[TelemetryRollup]) -> dict[str, dict[str, Any]]:
 
 
 def live_publish(rows: Iterable[TelemetryRollup]) -> int:
-    """Push the rows' points to their groups (throttled); returns how many were sent."""
+    """Push the rows' points to their groups (throttled); returns how many were sent. Points
+    are built only for the groups whose throttle lets a push through now."""
     interval = float(settings.TELEMETRY_LIVE_MIN_INTERVAL_S)
+    due = [row for row in rows if broadcast_due(live_group(row.scope, row.key), interval)]
+    if not due:
+        return 0
     return sum(
         broadcast(group, message, min_interval=interval)
-        for group, message in live_payloads(rows).items()
+        for group, message in live_payloads(due).items()
     )
 
 

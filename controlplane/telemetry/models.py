@@ -167,6 +167,26 @@ class TelemetryRollup(models.Model):
         return f"{self.window_s}s {self.scope}:{self.key} @ {self.start:%H:%M:%S}"
 
 
+class RollupPending(models.Model):
+    """Rollup deltas that ingestion committed and no flush has added to ``TelemetryRollup`` yet.
+
+    Written in the ingestion transaction (one row per call: its records summed per finest cell,
+    ``rollups.cells_dump``), so a delta exists exactly when its records do; deleted by the flush
+    in the transaction that adds it to the rollups, so it is added exactly once
+    (``telemetry.staging``). Insert-only for ingestion: concurrent batches lock nothing shared.
+    """
+
+    cells = models.JSONField(help_text="rollups.cells_dump of the call's new records")
+    records = models.PositiveIntegerField(help_text="how many records the cells count")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.records} records @ {self.created_at:%H:%M:%S}"
+
+
 class AlertMetric(models.TextChoices):
     TTFT_P90 = "ttft_p90", "TTFT P90 (s) above"
     TTFT_P99 = "ttft_p99", "TTFT P99 (s) above"

@@ -1,19 +1,22 @@
-"""Rolling request records into windows: accumulate in memory, then add to locked rows.
+"""Rolling request records into windows: sum per cell in memory, then add to the rows.
 
 Each record lands in the window that holds its ``finish_time`` (windows are aligned to the
 epoch: a 5 s window starts at a multiple of 5 s) in every scope it belongs to: ``all``, its
 entry site, its pipeline (``pool``), its tenant, its model, its tenant and model, and the
 cumulative ``site-pipeline`` row behind ``/metrics``. Only additive quantities are stored, so a
-batch becomes one delta per row and the rows are updated in place.
+batch becomes one delta per finest cell (``cells_of``, staged by ingestion as JSON:
+``cells_dump``), any number of staged batches merge into one delta per row (``cells_merge``,
+``rollup_deltas``), and the rows are updated in place (``rollups_apply``).
 
-Concurrency: ``rollups_apply`` runs inside the ingestion transaction. It inserts the missing
-rows (``ON CONFLICT DO NOTHING``), then locks the rows it needs with ``SELECT ... FOR UPDATE``,
-both in one global key order, so two concurrent batches wait for each other instead of losing
-an update or deadlocking; the sums are then written back with ``bulk_update``.
+Concurrency: ``rollups_apply`` runs in the flush transaction of ``telemetry.staging``, which
+has one flusher at a time. It still locks the rows it needs with ``SELECT ... FOR UPDATE`` and
+inserts the missing ones (``ON CONFLICT DO NOTHING``), in one global key order, so it stays
+correct beside any other writer; the sums are then written back in one ``executemany``.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,31 +56,39 @@ class Delta:
     sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SUM_FIELDS, 0.0))
     maps: dict[str, dict[str, int]] = field(default_factory=lambda: {f: {} for f in MAP_FIELDS})
 
-    def add(self, record: Mapping[str, Any], revenue: float) -> None:
-        c, s, m = self.counts, self.sums, self.maps
-        c["requests"] += 1
-        if record["rejected"]:
-            c["rejected"] += 1
-            return
-        c["sla_met"] += bool(record["sla_met"])
+    @classmethod
+    def of(
+        cls,
+        records: Sequence[Mapping[str, Any]],
+        revenue_of: Callable[[Mapping[str, Any]], float],
+    ) -> Delta:
+        """What ``records`` add to a row: a field at a time over the served ones (one Python
+        loop per field is several times cheaper than a dozen dictionary updates per record)."""
+        delta = cls()
+        c, s, m = delta.counts, delta.sums, delta.maps
+        served = [r for r in records if not r["rejected"]]
+        c["requests"] = len(records)
+        c["rejected"] = len(records) - len(served)
+        if not served:
+            return delta
+        c["sla_met"] = sum([1 for r in served if r["sla_met"]])
         for name in ("input_tokens", "hit_tokens", "output_tokens", "wan_bytes", "rld_tokens",
                      "md_tokens"):  # fmt: skip
-            c[name] += int(record[name])
-        size = record["input_tokens"]
+            c[name] = sum([int(r[name]) for r in served])
         # As pdd_core.metrics.request_weighted_hit: no input counts as a zero hit.
-        ratio = record["hit_tokens"] / size if size > 0 else 0.0
-        s["hit_ratio_sum"] += ratio
-        s["revenue"] += revenue
-        _bump(m["hit_bands"], str(hit_band_index(ratio)))
-        _bump(m["pipelines"], record["pipeline"])
-        if record.get("handoff_mode"):
-            _bump(m["handoffs"], record["handoff_mode"])
+        ratios = [r["hit_tokens"] / r["input_tokens"] if r["input_tokens"] > 0 else 0.0
+                  for r in served]  # fmt: skip
+        s["hit_ratio_sum"] = sum(ratios)
+        s["revenue"] = sum([revenue_of(r) for r in served])
+        m["hit_bands"] = _counted(str(hit_band_index(ratio)) for ratio in ratios)
+        m["pipelines"] = _counted(r["pipeline"] for r in served)
+        m["handoffs"] = _counted(r["handoff_mode"] for r in served if r.get("handoff_mode"))
         for name in ("ttft", "tpot"):
-            value = record.get(f"{name}_s")
-            if value is not None:
-                c[f"{name}_count"] += 1
-                s[f"{name}_sum"] += float(value)
-                _bump(m[f"{name}_hist"], str(sketch.bucket_index(float(value))))
+            values = [float(v) for r in served if (v := r.get(f"{name}_s")) is not None]
+            c[f"{name}_count"] = len(values)
+            s[f"{name}_sum"] = sum(values)
+            m[f"{name}_hist"] = _counted(str(sketch.bucket_index(v)) for v in values)
+        return delta
 
     def merge(self, other: Delta) -> None:
         for name, value in other.counts.items():
@@ -88,8 +99,8 @@ class Delta:
             sketch.merge(self.maps[name], counts)
 
 
-def _bump(counts: dict[str, int], key: str, by: int = 1) -> None:
-    counts[key] = counts.get(key, 0) + by
+def _counted(keys: Iterable[str]) -> dict[str, int]:
+    return dict(Counter(keys))
 
 
 def window_start(when: datetime, window_s: int) -> datetime:
@@ -112,23 +123,33 @@ def scopes_of(record: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def accumulate(
-    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
-) -> dict[RollupKey, Delta]:
-    """One delta per rollup row the records touch (pure: no database).
+CellKey = tuple[str, str, str, str, datetime]
 
-    Records are first summed per finest cell (site, pipeline, tenant, model, 5 s window), then
-    each cell is merged into its dozen rows: a batch has few cells, so each record is added once.
-    """
-    cells: dict[tuple[str, str, str, str, datetime], Delta] = {}
+
+def cells_of(
+    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
+) -> dict[CellKey, Delta]:
+    """The records summed per finest cell (site, pipeline, tenant, model, 5 s window): what
+    ingestion stages (pure: no database). Every longer window is a multiple of the 5 s one, so
+    a cell lies in exactly one window of each size and one row of each scope."""
+    groups: dict[CellKey, list[Mapping[str, Any]]] = {}
+    starts: dict[int, datetime] = {}  # a batch has few distinct seconds: convert each once
     for record in records:
-        cell = (record["site"], record["pipeline"], record["tenant"], record["model"],
-                window_start(record["finish_time"], WINDOWS[0]))  # fmt: skip
-        # (every longer window is a multiple of the 5 s one, so a cell lies in one of each)
-        delta = cells.get(cell)
-        if delta is None:
-            delta = cells[cell] = Delta()
-        delta.add(record, 0.0 if record["rejected"] else revenue_of(record))
+        second = int(record["finish_time"].timestamp())
+        start = starts.get(second)
+        if start is None:
+            start = starts[second] = window_start(record["finish_time"], WINDOWS[0])
+        cell = (record["site"], record["pipeline"], record["tenant"], record["model"], start)
+        group = groups.get(cell)
+        if group is None:
+            groups[cell] = [record]
+        else:
+            group.append(record)
+    return {cell: Delta.of(group, revenue_of) for cell, group in groups.items()}
+
+
+def rollup_deltas(cells: Mapping[CellKey, Delta]) -> dict[RollupKey, Delta]:
+    """One delta per rollup row the cells touch: each cell is merged into its dozen rows."""
     deltas: dict[RollupKey, Delta] = {}
     for (site, pipeline, tenant, model, start), cell_delta in cells.items():
         fields = {"site": site, "pipeline": pipeline, "tenant": tenant, "model": model}
@@ -141,6 +162,49 @@ def accumulate(
         for k in keys:
             deltas.setdefault(k, Delta()).merge(cell_delta)
     return deltas
+
+
+def accumulate(
+    records: Iterable[Mapping[str, Any]], revenue_of: Callable[[Mapping[str, Any]], float]
+) -> dict[RollupKey, Delta]:
+    """One delta per rollup row the records touch (pure: no database)."""
+    return rollup_deltas(cells_of(records, revenue_of))
+
+
+def cells_dump(cells: Mapping[CellKey, Delta]) -> list[dict[str, Any]]:
+    """Cells as JSON: ``{"cell": [site, pipeline, tenant, model, start (epoch s)], "counts":
+    {...}, "sums": {...}, "maps": {...}}`` keyed by field name, so a process can read what an
+    older one staged (a field it lacks counts 0) and refuses a field it does not know instead
+    of dropping it. Floats survive the round trip exactly (``json`` writes the shortest repr
+    that reads back)."""
+    return [
+        {"cell": [site, pipeline, tenant, model, int(start.timestamp())],
+         "counts": d.counts, "sums": d.sums, "maps": d.maps}
+        for (site, pipeline, tenant, model, start), d in cells.items()
+    ]  # fmt: skip
+
+
+def _fields_of(values: Mapping[str, Any], names: tuple[str, ...]) -> None:
+    unknown = set(values) - set(names)
+    if unknown:
+        raise ValueError(f"staged rollup cell: unknown fields {sorted(unknown)}")
+
+
+def cells_merge(into: dict[CellKey, Delta], dumped: Iterable[Mapping[str, Any]]) -> None:
+    """Add cells written by ``cells_dump`` to ``into`` (same cell key: merged)."""
+    for cell in dumped:
+        site, pipeline, tenant, model, start = cell["cell"]
+        for name, names in (("counts", COUNT_FIELDS), ("sums", SUM_FIELDS), ("maps", MAP_FIELDS)):
+            _fields_of(cell[name], names)
+        delta = Delta()
+        delta.counts.update(cell["counts"])
+        delta.sums.update(cell["sums"])
+        delta.maps.update({n: dict(m) for n, m in cell["maps"].items()})
+        key = (site, pipeline, tenant, model, datetime.fromtimestamp(start, tz=UTC))
+        if key in into:
+            into[key].merge(delta)
+        else:
+            into[key] = delta
 
 
 def merge_into(row: TelemetryRollup, delta: Delta) -> None:
@@ -201,11 +265,15 @@ def rollups_apply(deltas: Mapping[RollupKey, Delta]) -> list[TelemetryRollup]:
     if not deltas:
         return []
     keys = sorted(deltas)
-    TelemetryRollup.objects.bulk_create(
-        [TelemetryRollup(window_s=w, scope=s, key=k, start=t) for w, s, k, t in keys],
-        ignore_conflicts=True,
-    )
     rows = _locked_rows(keys)
+    if len(rows) < len(keys):  # a window's first batch: make its rows, then lock them too
+        have = {(r.window_s, r.scope, r.key, r.start) for r in rows}
+        TelemetryRollup.objects.bulk_create(
+            [TelemetryRollup(window_s=w, scope=s, key=k, start=t)
+             for w, s, k, t in keys if (w, s, k, t) not in have],
+            ignore_conflicts=True,
+        )  # fmt: skip
+        rows = _locked_rows(keys)
     for row in rows:
         merge_into(row, deltas[(row.window_s, row.scope, row.key, row.start)])
     _write_back(rows)

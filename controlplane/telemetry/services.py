@@ -6,9 +6,9 @@ partitions exist (``partitions``), then in one transaction claims the ``(site, r
 keys and writes ``RequestRecord`` and ``billing.UsageRecord`` in bulk (``writes``). Retried or
 concurrent posts of the same batch therefore count once: the second claim of a key waits on the
 unique index for the first transaction and then skips it. A known id whose stored record
-differs is a conflict, reported as that record's error. The same transaction adds the new rows
-to their rollups (``telemetry.rollups``); once it commits, the changed windows are pushed to
-``/ws/live/`` (``telemetry.live``).
+differs is a conflict, reported as that record's error. The same transaction stages the new
+rows' rollup delta; once it commits, the pending deltas are flushed into the rollups and the
+changed windows pushed to ``/ws/live/`` (``telemetry.staging``, ``telemetry.live``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,15 @@ from django.utils import timezone
 from controlplane.accounts.models import ApiToken
 from controlplane.billing.models import ApiKey, Tenant
 from controlplane.inventory.selectors import model_specs
-from controlplane.telemetry.bounds import RecordLimits, record_bound_errors, unknown_model_limits
-from controlplane.telemetry.live import live_publish, rollups_ingest
+from controlplane.telemetry.bounds import (
+    RecordLimits,
+    TimeBounds,
+    record_bound_errors,
+    unknown_model_limits,
+)
 from controlplane.telemetry.models import RequestRecord
 from controlplane.telemetry.partitions import day_of, partitions_ensure
+from controlplane.telemetry.staging import rollups_flush_after_ingest, rollups_stage
 from controlplane.telemetry.validation import records_parse
 from controlplane.telemetry.writes import RECORD_FIELDS, keys_claim, records_write, usage_write
 
@@ -58,10 +63,10 @@ def _check_bounds(valid: Indexed, errors: dict[int, dict[str, Any]]) -> Indexed:
     specs = model_specs({r["model"] for _, r in valid})
     limits = {slug: RecordLimits.of(spec) for slug, spec in specs.items()}
     fallback = unknown_model_limits()
-    now = timezone.now()
+    times = TimeBounds.at(timezone.now())
     kept = []
     for index, record in valid:
-        problems = record_bound_errors(record, limits.get(record["model"], fallback), now)
+        problems = record_bound_errors(record, limits.get(record["model"], fallback), times)
         if problems:
             errors[index] = problems
         else:
@@ -171,9 +176,10 @@ def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = No
         records_write(new, batch=uuid.uuid4(), source_token=source_token)
         usage_write(new, tenants)
         _touch_api_keys(new)
-        # Rollups in the same transaction: they count exactly the rows this call inserted.
-        rows = rollups_ingest(new)
-        transaction.on_commit(lambda: live_publish(rows))
+        # Staged in the same transaction: the delta counts exactly the rows this call inserted.
+        rollups_stage(new)
+    if new:
+        rollups_flush_after_ingest()
     for index in conflicts:
         errors[index] = {"request_id": [CONFLICT]}
     duplicates = repeats + len(kept) - len(new) - len(conflicts)

@@ -16,6 +16,7 @@ from controlplane.telemetry.alerts import alerts_evaluate, webhook_request
 from controlplane.telemetry.models import Alert, RequestKey, RequestRecord, TelemetryRollup
 from controlplane.telemetry.partitions import day_of, partitions_ahead, partitions_drop_before
 from controlplane.telemetry.rollups import CUMULATIVE
+from controlplane.telemetry.staging import rollups_flush
 
 WEBHOOK_TIMEOUT_S = 5
 
@@ -25,6 +26,14 @@ def alerts_evaluate_task() -> dict[str, int]:
     """Evaluate the SLA rules on the last closed windows (every 5 s from beat)."""
     result = alerts_evaluate()
     return {"opened": result.opened, "updated": result.updated, "resolved": result.resolved}
+
+
+@shared_task
+def rollups_flush_task() -> int:
+    """Flush rollup deltas that no ingestion call flushed (its process died after the commit,
+    or the flusher ran out of rounds under load); every ``staging.FLUSH_INTERVAL_S`` from beat.
+    Returns how many records the flushed deltas counted."""
+    return rollups_flush()
 
 
 @shared_task

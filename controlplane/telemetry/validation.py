@@ -126,7 +126,6 @@ class RecordFast(msgspec.Struct):
     rejected: bool = False
 
 
-_FIELDS = RecordFast.__struct_fields__
 # The timestamps the fast parser takes: RFC 3339 as agents write it. msgspec also reads a
 # lower-case "t"/"z", a space, or more than 6 fraction digits (rounded; DRF truncates): those
 # go to the serializer.
@@ -145,7 +144,7 @@ def record_fast(raw: Any) -> dict[str, Any] | None:
         parsed = msgspec.convert(raw, RecordFast)
     except msgspec.ValidationError:
         return None
-    fields = {name: getattr(parsed, name) for name in _FIELDS}
+    fields = msgspec.structs.asdict(parsed)
     for name in ("ttft_s", "tpot_s"):  # DRF refuses NaN and infinities
         if fields[name] is not None and not math.isfinite(fields[name]):
             return None

@@ -74,6 +74,10 @@ def pg_array(values: Sequence[Any]) -> str:
             return '{"' + '","'.join(values) + '"}'
     elif kinds == {int}:
         return "{" + ",".join(map(str, values)) + "}"
+    elif kinds == {bool}:
+        return "{" + ",".join(["t" if v else "f" for v in values]) + "}"
+    elif kinds == {datetime}:  # ISO text has no quote or backslash to escape
+        return '{"' + '","'.join([v.isoformat() for v in values]) + '"}'
     return "{" + ",".join(map(_element, values)) + "}"
 
 

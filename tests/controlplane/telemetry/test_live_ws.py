@@ -140,3 +140,30 @@ def test_redis_layer_reads_longer_than_its_blocking_pop() -> None:
     layer = get_channel_layer()
 
     assert layer.hosts[0]["socket_timeout"] > layer.brpop_timeout
+
+
+def test_points_are_built_only_for_groups_the_throttle_lets_through(
+    acme: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controlplane.core.broadcast import broadcast_due
+    from controlplane.telemetry import live
+    from controlplane.telemetry.models import TelemetryRollup
+
+    settings.TELEMETRY_LIVE_MIN_INTERVAL_S = 3600
+    records_ingest(records=[record_at(T0, request_id="a")])  # pushes every group once
+    built: list[str] = []
+    point_of = live.point_of
+
+    def counting_point_of(row: Any, rates: Any) -> Any:
+        built.append(row.scope)
+        return point_of(row, rates)
+
+    monkeypatch.setattr(live, "point_of", counting_point_of)
+    rows = list(TelemetryRollup.objects.all())
+
+    assert not broadcast_due(live.live_group("all"), 3600)
+    assert broadcast_due(live.live_group("all"), 0)
+    assert (live.live_publish(rows), built) == (0, [])
+    settings.TELEMETRY_LIVE_MIN_INTERVAL_S = 0
+    assert live.live_publish(rows) == 4  # all, its site, pipeline and tenant; 2 windows each
+    assert len(built) == 8

@@ -42,3 +42,12 @@ def test_numbers_booleans_times_and_uuids_survive() -> None:
     assert read_back([True, False, None], "boolean") == [True, False, None]
     assert read_back([when, offset], "timestamp with time zone") == [when, when]
     assert read_back([token], "uuid") == [token]
+
+
+def test_all_booleans_and_all_times_take_the_short_paths_and_survive() -> None:
+    when = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
+    offset = when.astimezone(timezone(timedelta(hours=5, minutes=45)))
+    later = when + timedelta(days=400, microseconds=1)
+
+    assert read_back([True, False, True], "boolean") == [True, False, True]
+    assert read_back([when, offset, later], "timestamp with time zone") == [when, when, later]
