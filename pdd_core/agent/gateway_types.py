@@ -48,7 +48,7 @@ class Outcome:
     tokens: list[int] = field(default_factory=list)
     hit_tokens: int = 0
     miss_tokens: int = 0
-    wan_bytes: int = 0
+    wan_bytes: int = 0  # at the real size (``real_bytes`` of what P's KV_DONE reported)
     rld_tokens: int = 0
     md_tokens: int = 0
     handoff_mode: str = ""
@@ -103,8 +103,18 @@ class RecordContext:
     model: str
     site: str
     agent: str
-    # The timed engine's KV payload scale: the journal gives WAN bytes at the real size.
-    payload_scale: float = 1.0
+
+
+def real_bytes(wire_bytes: int, payload_scale: float) -> int:
+    """KV bytes at the model's real size from the bytes that crossed the wire.
+
+    The timed engine ships KV at ``payload_scale`` of its size (over a line emulated at the same
+    fraction of the bandwidth, so transfer times are the real ones); the API, the journal, the
+    replay summary and ``pdd parity`` all report the real size, converted here once.
+    """
+    if payload_scale <= 0:
+        raise ValueError(f"payload_scale: must be > 0, got {payload_scale!r}")
+    return round(wire_bytes / payload_scale)
 
 
 def gateway_record(
@@ -123,6 +133,7 @@ def gateway_record(
     it delivered: ``output_tokens`` counts the tokens that reached the client (``delivered``,
     when the caller knows it; else every token the data plane produced)."""
     now = time.time()
+    route = outcome.route if outcome else route  # the pipeline that served it
     record = RequestRecord(
         request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
         tenant=context.tenant,
@@ -145,8 +156,7 @@ def gateway_record(
     if outcome is not None:
         record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
         record.output_tokens = len(outcome.tokens) if delivered is None else delivered
-        scale = context.payload_scale
-        record.wan_bytes = round(outcome.wan_bytes / scale) if scale > 0 else outcome.wan_bytes
+        record.wan_bytes = outcome.wan_bytes
         record.handoff_mode = outcome.handoff_mode
         record.rld_tokens, record.md_tokens = outcome.rld_tokens, outcome.md_tokens
         if outcome.first_token_at is not None:

@@ -41,6 +41,9 @@ class PrefillJob:
     meta: dict[str, Any]
     arrival: float = field(default_factory=time.time)
     query: asyncio.Future[tuple[int, int]] | None = None  # KV_QUERY to MD: (bytes, blocks held)
+    # A P-MD request's route after the gateway's check at the end of its prefill (its meta,
+    # updated to P-RLD-MD and the relay when the gateway relays it).
+    rechecked: asyncio.Task[dict[str, Any]] | None = None
 
 
 class PrefillAgent(AgentBase):
@@ -56,6 +59,8 @@ class PrefillAgent(AgentBase):
         self.queued: set[str] = set()
         self._offload = offloads(config)
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
+        self._checks: dict[str, asyncio.Future[str | None]] = {}  # rid -> the relay, or None
+        self._lanes: dict[str, set[str]] = {}  # MD -> its connections carrying a transfer now
         # (MD, rid) -> when MD said it released the request while its KV was still crossing.
         self.abandoned: dict[tuple[str, str], float] = {}
 
@@ -74,8 +79,18 @@ class PrefillAgent(AgentBase):
                 return
             self.queued.add(frame.request_id)
             self.queue.put_nowait(PrefillJob(conn, frame.request_id, prompt, dict(frame.body)))
-        elif frame.type is FrameType.CANCEL and frame.request_id in self.queued:
-            self.cancelled.add(frame.request_id)
+        elif frame.type is FrameType.RELAY_CHECK:
+            relay = frame.body.get("rld")
+            self._checked(frame.request_id, relay if isinstance(relay, str) else None)
+        elif frame.type is FrameType.CANCEL:
+            if frame.request_id in self.queued:
+                self.cancelled.add(frame.request_id)
+            self._checked(frame.request_id, None)
+
+    def _checked(self, rid: str, relay: str | None) -> None:
+        waiter = self._checks.pop(rid, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(relay)
 
     async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:
         if frame.type is FrameType.CANCEL:
@@ -136,8 +151,35 @@ class PrefillAgent(AgentBase):
                 mark(job.request_id, "p_prefill_end")
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
+                self._await_check(job)
                 await self.to_gateway(job.conn, control(FrameType.PREFILLED, job.request_id))
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
+
+    def _await_check(self, job: PrefillJob) -> None:
+        """A P-MD request's route is checked again by the gateway when its prefill ends (its
+        answer to PREFILLED is a RELAY_CHECK): wait for it from before PREFILLED goes out."""
+        if job.meta.get("pipeline") != "P-MD" or not isinstance(job.meta.get("md"), str):
+            return
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._checks[job.request_id] = waiter
+        job.rechecked = asyncio.ensure_future(self._rechecked(job, waiter))
+
+    async def _rechecked(
+        self, job: PrefillJob, waiter: asyncio.Future[str | None]
+    ) -> dict[str, Any]:
+        """The request's meta once the gateway has answered (bounded: without an answer within
+        ``idle_timeout_s`` P-MD stands, as it would if the gateway had said so)."""
+        try:
+            relay = await asyncio.wait_for(waiter, self.config.limits.idle_timeout_s)
+        except TimeoutError:
+            log.warning("%s: no RELAY_CHECK from the gateway; P-MD stands", job.request_id)
+            relay = None
+        finally:
+            self._checks.pop(job.request_id, None)
+        if relay is not None:
+            job.meta.update(pipeline="P-RLD-MD", rld=relay)
+            mark(job.request_id, "p_relayed")
+        return job.meta
 
     def _prefill(
         self, prompt: list[int], held: list[KVBlock]
@@ -151,32 +193,24 @@ class PrefillAgent(AgentBase):
         self, job: PrefillJob, blocks: list[KVBlock], hit_tokens: int, first_token: int
     ) -> None:
         rid, meta = job.request_id, job.meta
-        rld, md = meta.get("rld"), meta.get("md")
-        legs: list[Any] = []
-        if isinstance(rld, str):
-            legs.append(self._send_all(self.peer(rld), rid, blocks, first_token, len(job.prompt)))
-        if isinstance(md, str):
+        relay_leg, md_leg = await asyncio.gather(
+            self._to_relay(job, blocks, first_token),
             # Bounded: a blackholed line must not hold this request (and its record) forever.
-            legs.append(
-                asyncio.wait_for(
-                    self._send_missing(md, job, blocks, first_token),
-                    self.config.limits.request_timeout_s,
-                )
-            )
-        results = await asyncio.gather(*legs, return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        wan_bytes, md_have = 0, 0
-        if isinstance(md, str) and not isinstance(results[-1], BaseException):
-            wan_bytes, md_have = results[-1]
-        relay_ok = isinstance(rld, str) and not isinstance(results[0], BaseException)
-        if errors and relay_ok:
+            asyncio.wait_for(
+                self._to_main(job, blocks, first_token), self.config.limits.request_timeout_s
+            ),
+            return_exceptions=True,
+        )
+        error = next((r for r in (relay_leg, md_leg) if isinstance(r, BaseException)), None)
+        wan_bytes, md_have = (0, 0) if isinstance(md_leg, BaseException) else md_leg
+        if error is not None and relay_leg is True:
             # Only MD's leg failed: RLD has the KV and finishes the request itself.
-            log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, errors[0])
-        elif errors:
-            log.warning("%s: KV transfer failed: %r", rid, errors[0])
+            log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, error)
+        elif error is not None:
+            log.warning("%s: KV transfer failed: %r", rid, error)
             await self.to_gateway(
                 job.conn,
-                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": repr(errors[0])}),
+                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": repr(error)}),
             )
             return
         mark(rid, "p_kv_written")
@@ -198,6 +232,25 @@ class PrefillAgent(AgentBase):
             wan_bytes=wan_bytes,
         )
 
+    async def _to_relay(self, job: PrefillJob, blocks: list[KVBlock], first: int) -> bool:
+        """Every block to the request's relay (the one GENERATE named, or the one the
+        gateway's check at the end of the prefill chose); False when it has none."""
+        meta = await job.rechecked if job.rechecked is not None else job.meta
+        relay = meta.get("rld")
+        if not isinstance(relay, str):
+            return False
+        await self._send_all(self.peer(relay), job.request_id, blocks, first, len(job.prompt))
+        return True
+
+    async def _to_main(self, job: PrefillJob, blocks: list[KVBlock], first: int) -> tuple[int, int]:
+        """The blocks MD's DRC lacks, across the WAN; (bytes, blocks MD held), (0, 0) without
+        MD. It starts at once: a P-MD request the gateway relays still ships to MD the same
+        way, and only its KV_DONE (which tells MD the route) waits for the gateway's check."""
+        md = job.meta.get("md")
+        if not isinstance(md, str):
+            return 0, 0
+        return await self._send_missing(md, job, blocks, first)
+
     async def _send_all(
         self,
         link: PeerLink,
@@ -207,6 +260,7 @@ class PrefillAgent(AgentBase):
         tokens: int,
         *,
         start: int = 0,
+        rechecked: asyncio.Task[dict[str, Any]] | None = None,
     ) -> int:
         sent = 0
         for block in blocks[start:]:
@@ -215,7 +269,15 @@ class PrefillAgent(AgentBase):
             payload = KVBlockPayload(block.block_hash, block.index, block.tokens, block.data)
             sent += await link.send(kv_block_frame(rid, payload))
         self.abandoned.pop((link.name, rid), None)
-        done = {"blocks": len(blocks), "have": start, "tokens": tokens, "first_token": first}
+        done: dict[str, Any] = {
+            "blocks": len(blocks),
+            "have": start,
+            "tokens": tokens,
+            "first_token": first,
+        }
+        if rechecked is not None:  # MD learns the route it decodes on with its KV
+            meta = await rechecked
+            done.update(pipeline=meta.get("pipeline"), rld=meta.get("rld"))
         sent += await link.send(control(FrameType.KV_DONE, rid, done))
         return sent
 
@@ -248,7 +310,7 @@ class PrefillAgent(AgentBase):
     ) -> tuple[int, int]:
         """Take MD's answer to the query sent at prefill time, then send only the blocks its
         DRC lacks; returns (bytes, blocks held)."""
-        rid, link = job.request_id, self.peer(md)
+        rid = job.request_id
         full = sum(1 for b in blocks if len(b.tokens) == self.engine.block_size)
         if job.query is None:
             self._ask_md(job, blocks)
@@ -264,5 +326,28 @@ class PrefillAgent(AgentBase):
         if have < 0:
             return sent, 0  # MD released it already: no KV crosses the WAN for nothing
         have = min(have, full)
-        sent += await self._send_all(link, rid, blocks, first, len(job.prompt), start=have)
+        lane = self._take_lane(md)
+        try:
+            sent += await self._send_all(
+                self.peer(md, lane), rid, blocks, first, len(job.prompt), start=have,
+                rechecked=job.rechecked,
+            )  # fmt: skip
+        finally:
+            self._lanes[md].discard(lane)
         return sent, have
+
+    def _take_lane(self, md: str) -> str:
+        """A connection to ``md`` that carries no other transfer now ("" is the first).
+
+        On the WAN each connection is one flow with its fair share of the line (the emulator
+        shares it as ``fairshare.FairShareLink`` does), so each request's KV goes on a
+        connection of its own: concurrent transfers share the line, as the simulator and
+        ``predict`` count them, instead of queuing one behind another's megabytes on a single
+        connection (where a request the relay already finished still delays the next).
+        Connections are opened once, as needed, and kept for the next transfers."""
+        busy = self._lanes.setdefault(md, set())
+        index = 0
+        while (lane := f"kv{index}" if index else "") in busy:
+            index += 1
+        busy.add(lane)
+        return lane
