@@ -84,6 +84,8 @@ class MainDecodeAgent(AgentBase):
             route = {k: frame.body[k] for k in ("pipeline", "rld") if k in frame.body}
             stream.meta.update(route)  # the gateway relayed a P-MD request when P's pass ended
             await self._assemble(stream, dict(frame.body))
+            if stream.kv_done is not None:  # P's connection that carried it is free again
+                await self._quietly(conn, control(FrameType.KV_LANDED, rid))
         elif kind is FrameType.WATCH:
             self.watchers[rid] = conn
             self._stream(rid)

@@ -61,6 +61,8 @@ class PrefillAgent(AgentBase):
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
         self._checks: dict[str, asyncio.Future[str | None]] = {}  # rid -> the relay, or None
         self._lanes: dict[str, set[str]] = {}  # MD -> its connections carrying a transfer now
+        # (MD, rid) -> (lane, when it started): a transfer until MD says its KV landed.
+        self._carrying: dict[tuple[str, str], tuple[str, float]] = {}
         # (MD, rid) -> when MD said it released the request while its KV was still crossing.
         self.abandoned: dict[tuple[str, str], float] = {}
 
@@ -93,8 +95,12 @@ class PrefillAgent(AgentBase):
             waiter.set_result(relay)
 
     async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:
+        if frame.type is FrameType.KV_LANDED:
+            self._landed(agent_id, frame.request_id)
+            return
         if frame.type is FrameType.CANCEL:
             self.abandoned[(agent_id, frame.request_id)] = time.monotonic()
+            await self._abort_transfer(agent_id, frame.request_id)
             return
         if frame.type is FrameType.KV_HAVE:
             waiter = self._have.pop((agent_id, frame.request_id), None)
@@ -105,13 +111,38 @@ class PrefillAgent(AgentBase):
                 waiter.set_result(int(blocks) if isinstance(blocks, int) else 0)
 
     def reap(self, older_than_s: float) -> None:
-        """Forget releases that arrived after their transfer had ended."""
+        """Forget releases that arrived after their transfer had ended, and free the lanes
+        of transfers MD never answered for (their connection is closed)."""
         horizon = time.monotonic() - older_than_s
         for key, when in list(self.abandoned.items()):
             if when < horizon:
                 del self.abandoned[key]
+        for (md, rid), (_, started) in list(self._carrying.items()):
+            if started < horizon:
+                self.spawn(self._abort_transfer(md, rid))
+
+    def _landed(self, md: str, rid: str) -> None:
+        """MD holds the request's KV: its lane may carry the next transfer."""
+        carried = self._carrying.pop((md, rid), None)
+        if carried is not None:
+            self._lanes[md].discard(carried[0])
+
+    async def _abort_transfer(self, md: str, rid: str) -> None:
+        """MD released the request while its KV was crossing: close the lane carrying it, so
+        the rest of it leaves the line at once (the simulator cancels the flow) instead of
+        crossing for nothing ahead of the next transfer; the lane reconnects when next used."""
+        carried = self._carrying.get((md, rid))
+        if carried is None:
+            return
+        await self.peer(md, carried[0]).close()
+        self._landed(md, rid)
 
     def peer_down(self, link: PeerLink) -> None:
+        for (md, rid), (lane, _) in list(self._carrying.items()):
+            if md == link.name and self.peers.get(f"{md}#{lane}" if lane else md) is link:
+                self._landed(md, rid)  # that lane's connection is gone, and its transfer
+        if self.peers.get(f"{link.name}#control") is not link:
+            return  # only the control lane carries KV_QUERY answers
         for (agent_id, rid), waiter in list(self._have.items()):
             if agent_id == link.name and not waiter.done():
                 waiter.set_exception(ConnectionError(f"{agent_id} went down"))
@@ -327,17 +358,20 @@ class PrefillAgent(AgentBase):
             return sent, 0  # MD released it already: no KV crosses the WAN for nothing
         have = min(have, full)
         lane = self._take_lane(md)
+        self._carrying[(md, rid)] = (lane, time.monotonic())
         try:
             sent += await self._send_all(
                 self.peer(md, lane), rid, blocks, first, len(job.prompt), start=have,
                 rechecked=job.rechecked,
             )  # fmt: skip
-        finally:
-            self._lanes[md].discard(lane)
+        except BaseException:
+            self._landed(md, rid)
+            raise
         return sent, have
 
     def _take_lane(self, md: str) -> str:
-        """A connection to ``md`` that carries no other transfer now ("" is the first).
+        """A connection to ``md`` that carries no other transfer now ("" is the first): one
+        whose last transfer MD reported landed (``KV_LANDED``) or that was closed.
 
         On the WAN each connection is one flow with its fair share of the line (the emulator
         shares it as ``fairshare.FairShareLink`` does), so each request's KV goes on a

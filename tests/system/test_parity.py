@@ -63,6 +63,9 @@ def test_parity_serves_every_request_on_both_sides_and_prints_the_table(
     shares = [_row(output, f"mix {p}") for p in ("P-MD", "P-RLD-MD", "P-RLD")]
     assert sum(float(s[0].rstrip("%")) for s in shares) == pytest.approx(100, abs=0.2)
     assert sum(float(s[1].rstrip("%")) for s in shares) == pytest.approx(100, abs=0.2)
+    # The API's usage.pdd.wan_bytes (what the table sums) is at the real size: at the wire
+    # size (payload_scale 0.001) the live side would be a thousandth of the simulated one.
+    assert 0.5 <= _ratio(output, "WAN GB") <= 2.0
     assert tracebacks(run_dir) == []
 
 
