@@ -56,6 +56,7 @@ from pdd_core.routing import (
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
 KV_UNKNOWN = 1 << 62  # the agents do not report their KV pools: slots bound admission
+FORCED = "forced by the request"
 
 
 def context_window(config: DataPlaneConfig) -> int:
@@ -236,7 +237,7 @@ class Gateway(RequestRunner):
         pipeline, reason = guess.pipeline, guess.reason
         forced = override.get("pipeline")
         if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
-            pipeline, reason = Pipeline(forced), "forced by the request"
+            pipeline, reason = Pipeline(forced), FORCED
         main = mains[guess.md_index] if guess.md_index >= 0 else None
         served, reason = servable(pipeline, reason, bool(relays), main is not None)
         relay_index = guess.relay_index if guess.relay_index >= 0 else choose_relay(
@@ -274,6 +275,7 @@ class Gateway(RequestRunner):
             rejected=rejected,
             retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
+            forced=reason == FORCED,
         )
 
     def predict_state(
@@ -318,14 +320,17 @@ class Gateway(RequestRunner):
             utilisation=self.admission.utilisation(),
         )
 
-    def recheck(self, route: Route, input_tokens: int, elapsed_s: float) -> Route:
+    def recheck(
+        self, route: Route, input_tokens: int, elapsed_s: float, *, relay: bool = False
+    ) -> Route:
         """A P-MD route checked again when its prefill ends, as the simulator does
         (``predict.relay_at_prefill_end`` on the line's flows and the decoders' slots of now,
         MD's DRC hit from its cache view): the same route, or P-RLD-MD through the relay it
         names, whose slot is then held. Call it before ``flow_starts``: the line's flows do
-        not count the request's own transfer."""
+        not count the request's own transfer. A forced pipeline stays as forced, unless
+        ``relay`` forces this check's answer too (demos and tests: ``relay_at_prefill_end``)."""
         relays = self.admission.with_room(self.up("relay"))
-        if route.main is None or not relays:
+        if route.main is None or not relays or (route.forced and not relay):
             return route
         hashes = self._hashes.get(route.ticket, [])
         main = self._decode_state("main", route.main, self._hit(route.main, hashes, input_tokens))
@@ -339,13 +344,19 @@ class Gateway(RequestRunner):
             kv_bytes_per_token=self.predictor.kv_bytes_per_token,
             sla=self.config.sla,
         )
+        if relay:
+            index, reason = (
+                choose_relay([self._decode_state("relay", a, 0) for a in relays]),
+                FORCED,
+            )
+        else:
+            reason = "P-MD would miss the TTFT target when the prefill ended: relay"
         if index < 0:
             return route
-        relay = relays[index]
+        chosen = relays[index]
         self.admission.end_slot(route.ticket, route.main)  # held again, beside the relay's
-        self.admission.hold(route.ticket, (relay, route.main), 0.0)
-        reason = "P-MD would miss the TTFT target when the prefill ended: relay"
-        return replace(route, pipeline=Pipeline.P_RLD_MD, relay=relay, reason=reason)
+        self.admission.hold(route.ticket, (chosen, route.main), 0.0)
+        return replace(route, pipeline=Pipeline.P_RLD_MD, relay=chosen, reason=reason)
 
     def flow_starts(self, route: Route, input_tokens: int) -> None:
         """The request's KV starts across the WAN (its prefill ended): one more flow on the

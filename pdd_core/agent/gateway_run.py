@@ -77,7 +77,7 @@ class RequestRunner:
     release: Callable[[Route], None]
     release_prefill: Callable[[Route], None]
     # ``Gateway``'s check of a P-MD route at the end of its prefill and the WAN flow's window.
-    recheck: Callable[[Route, int, float], Route]
+    recheck: Callable[..., Route]
     flow_starts: Callable[[Route, int], None]
     flow_ends: Callable[[Route], None]
 
@@ -217,7 +217,12 @@ class RequestRunner:
                 if frame.type is FrameType.PREFILLED:
                     self.release_prefill(route)  # P's queue is free of it (KV on its way)
                     if route.pipeline is Pipeline.P_MD:
-                        route = await self._at_prefill_end(attempt, outcome, meta, len(prompt))
+                        relay = self.config.allow_route_override and bool(
+                            override.get("relay_at_prefill_end")
+                        )  # fmt: skip
+                        route = await self._at_prefill_end(
+                            attempt, outcome, meta, len(prompt), relay=relay
+                        )
                         involved = [a for a in (route.relay, route.main) if a is not None]
                     self.flow_starts(route, len(prompt))
                     continue
@@ -262,7 +267,13 @@ class RequestRunner:
                 await self._cancel(rid, (route.prefill, *involved))
 
     async def _at_prefill_end(
-        self, attempt: Attempt, outcome: Outcome, meta: dict[str, Any], input_tokens: int
+        self,
+        attempt: Attempt,
+        outcome: Outcome,
+        meta: dict[str, Any],
+        input_tokens: int,
+        *,
+        relay: bool,
     ) -> Route:
         """Check a P-MD route again now that its prefill has ended (``Gateway.recheck``, as the
         simulator does) and answer P's PREFILLED with the verdict (P waits for it before it
@@ -270,7 +281,7 @@ class RequestRunner:
         either way. Only while no token is out: the check is about the first token."""
         route = attempt.route
         if outcome.first_token_at is None:
-            route = self.recheck(route, input_tokens, time.time() - outcome.arrival)
+            route = self.recheck(route, input_tokens, time.time() - outcome.arrival, relay=relay)
         rid = attempt.request_id
         if route.relay is not None:
             attempt.route = route

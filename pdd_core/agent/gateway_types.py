@@ -37,6 +37,7 @@ class Route:
     rejected: bool = False
     retry_after_s: int = 0
     ticket: int = 0
+    forced: bool = False  # the request forced its pipeline (allow_route_override)
 
 
 @dataclass(slots=True)

@@ -171,19 +171,20 @@ async def test_at_the_end_of_prefill_a_crowded_line_relays_a_p_md_route_as_the_s
 ) -> None:
     from pdd_core.predict import DecodeState, relay_at_prefill_end
 
-    # Given: a P-MD route (cold: 320 tokens x 512 B at 50 Mbps, 0.036 s alone on the line
-    # with its round trip, 0.27 s as the tenth flow) whose prefill ends 4.8 s after its arrival
-    # (the target is 5 s).
+    # Given: a P-MD route (md-0 holds all but 16 of its 320 tokens: 8 KB at 50 Mbps, 11.3 ms
+    # alone on the line with its round trip, 23 ms as the tenth flow) whose prefill ends
+    # 4.985 s after its arrival (the target is 5 s).
     prompt = [i % 250 for i in range(320)]
-    route = gateway.route(prompt, 16, {"pipeline": "P-MD"})
+    await cache_event(gateway, "md-0", block_hashes(prompt[:304], 16))
+    route = gateway.route(prompt, 16, {})
     others = [gateway.route(list(range(1, 30)), 16, {"pipeline": "P-MD"}) for _ in range(9)]
-    assert route.main is not None and route.relay is None
+    assert (route.pipeline, route.main, route.forced) == (Pipeline.P_MD, "md-0", False)
 
     # When: it is checked on a quiet line, then with the 9 others' KV on the line.
-    quiet = gateway.recheck(route, 320, 4.8)
+    quiet = gateway.recheck(route, 320, 4.985)
     for other in others:
         gateway.flow_starts(other, 29)
-    crowded = gateway.recheck(route, 320, 4.8)
+    crowded = gateway.recheck(route, 320, 4.985)
 
     # Then: quiet, P-MD stands; crowded, P-RLD-MD through rld-0, whose slot is now held.
     assert quiet == route
@@ -197,8 +198,9 @@ async def test_at_the_end_of_prefill_a_crowded_line_relays_a_p_md_route_as_the_s
     held = gateway.admission.held[route.main]
     step = gateway.predictor.decode_step_s("main", held)
     expected = relay_at_prefill_end(
-        4.8, input_tokens=320,
-        main=DecodeState(held, gateway.config.limits.decode_batch, 1 << 62, step_s=step),
+        4.985, input_tokens=320,
+        main=DecodeState(held, gateway.config.limits.decode_batch, 1 << 62, step_s=step,
+                         hit_tokens=304),
         relays=[DecodeState(0, gateway.config.limits.relay_batch, 1 << 62)],
         wan=gateway._wan_state(), rdma=None,
         kv_bytes_per_token=gateway.predictor.kv_bytes_per_token, sla=gateway.config.sla,

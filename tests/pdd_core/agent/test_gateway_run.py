@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,12 +16,14 @@ from pdd_core.agent.gateway import Gateway
 from pdd_core.agent.gateway_types import Outcome, Route
 from pdd_core.agent.openai_format import Completion
 from pdd_core.agent.protocol import FLAG_END_OF_STREAM, Frame, FrameType, control
+from pdd_core.engine.protocol import block_hashes
 from pdd_core.routing import Pipeline
 from pdd_core.specs import SLA
-from tests.pdd_core.agent.test_gateway_routing import make_gateway
+from tests.pdd_core.agent.test_gateway_routing import cache_event, make_gateway
 
 Sent = list[tuple[str, Frame]]
-Agents = Callable[[asyncio.Queue[tuple[str, Frame | None]], Sent, Route], Awaitable[None]]
+Queue = asyncio.Queue[tuple[str, Frame | None]]
+Agents = Callable[[Queue, Sent, Route], Awaitable[None]]
 
 
 class Recorder:
@@ -41,15 +44,24 @@ def gateway(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Gateway:
     return gw
 
 
-async def run(gateway: Gateway, prompt: list[int], agents: Agents) -> tuple[Route, Outcome, Sent]:
-    """Route ``prompt`` P-MD, run it to its end with ``agents`` playing P, RLD and MD."""
+PROMPT = list(range(320))
+
+
+async def run(
+    gateway: Gateway, agents: Agents, override: dict[str, Any] | None = None
+) -> tuple[Route, Outcome, Sent]:
+    """Route ``PROMPT`` (md-0 holds all but its last block: P-MD) and run it to its end with
+    ``agents`` playing P, RLD and MD."""
     sent: Sent = []
     gateway.links = {name: Recorder(sent, name) for name in gateway.links}  # type: ignore[misc]
-    route = gateway.route(prompt, 2, {"pipeline": "P-MD"})
+    await cache_event(gateway, "md-0", block_hashes(PROMPT[:304], 16))
+    prompt, override = PROMPT, override or {}
+    route = gateway.route(prompt, 2, override)
+    assert (route.pipeline, route.main) == (Pipeline.P_MD, "md-0")
     outcomes: list[Outcome] = []
 
     async def client() -> None:
-        async for _, outcome in gateway.generate(route, prompt, 2, "t", {}, request_id="r"):
+        async for _, outcome in gateway.generate(route, prompt, 2, "t", override, request_id="r"):
             outcomes.append(outcome)
 
     task = asyncio.create_task(client())
@@ -76,13 +88,11 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
 ) -> None:
     flows: list[int] = []
 
-    async def agents(
-        queue: asyncio.Queue[tuple[str, Frame | None]], sent: Sent, route: Route
-    ) -> None:
+    async def agents(queue: Queue, sent: Sent, route: Route) -> None:
         # Given: 9 transfers on the line and a first-token target the direct path now misses.
         for _ in range(9):
             gateway.flow_starts(gateway.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29)
-        gateway.config = replace(gateway.config, sla=SLA(ttft_p90_s=0.05, ttft_p99_s=10.0))
+        gateway.config = replace(gateway.config, sla=SLA(ttft_p90_s=0.01, ttft_p99_s=10.0))
         # When: P reports the end of its prefill.
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
         await settle()
@@ -94,7 +104,7 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
         flows.append(gateway._wan_state().flows)
         queue.put_nowait((str(route.main), tokens(1, [8], last=True)))
 
-    route, outcome, sent = await run(gateway, list(range(320)), agents)
+    route, outcome, sent = await run(gateway, agents)
 
     # Then: the relay is registered as P-RLD-MD, P is told to ship to it, and the request is
     # reported (usage, journal) as the pipeline that served it, with its WAN bytes real.
@@ -106,20 +116,18 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
     assert (outcome.route.pipeline, outcome.route.relay) == (Pipeline.P_RLD_MD, "rld-0")
     assert (outcome.tokens, outcome.rld_tokens, outcome.md_tokens) == ([7, 8], 1, 1)
     assert flows == [10, 9]  # its own flow from PREFILLED until MD said the KV landed
-    usage = Completion(False, "m", 320, False).usage(outcome, route)["pdd"]
+    usage = Completion(False, "m", len(PROMPT), False).usage(outcome, route)["pdd"]
     assert (usage["pipeline"], usage["wan_bytes"]) == ("P-RLD-MD", 163_840_000)
 
 
 async def test_a_quiet_line_keeps_p_md_and_p_hears_so(gateway: Gateway) -> None:
-    async def agents(
-        queue: asyncio.Queue[tuple[str, Frame | None]], sent: Sent, route: Route
-    ) -> None:
+    async def agents(queue: Queue, sent: Sent, route: Route) -> None:
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
         queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", {"wan_bytes": 2_000})))
         queue.put_nowait((str(route.main), control(FrameType.KV_LANDED, "r")))
         queue.put_nowait((str(route.main), tokens(0, [7, 8], last=True)))
 
-    route, outcome, sent = await run(gateway, list(range(320)), agents)
+    route, outcome, sent = await run(gateway, agents)
 
     assert [f.body for _, f in sent if f.type is FrameType.RELAY_CHECK] == [{"rld": None}]
     assert not [f for name, f in sent if name == "rld-0"]
@@ -127,3 +135,25 @@ async def test_a_quiet_line_keeps_p_md_and_p_hears_so(gateway: Gateway) -> None:
     assert outcome.wan_bytes == 2_000_000
     assert gateway._wan_state().flows == 0
     assert gateway.admission.held == dict.fromkeys(gateway.admission.held, 0)
+
+
+@pytest.mark.parametrize(
+    ("override", "relayed"),
+    [({"pipeline": "P-MD"}, False), ({"pipeline": "P-MD", "relay_at_prefill_end": True}, True)],
+)
+async def test_a_forced_pipeline_is_not_checked_again_unless_the_check_is_forced_too(
+    gateway: Gateway, override: dict[str, Any], relayed: bool
+) -> None:
+    async def agents(queue: Queue, sent: Sent, route: Route) -> None:
+        for _ in range(9):  # a line the check would relay on, were it asked
+            gateway.flow_starts(gateway.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29)
+        gateway.config = replace(gateway.config, sla=SLA(ttft_p90_s=0.01, ttft_p99_s=10.0))
+        queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
+        queue.put_nowait((str(route.main), tokens(0, [7, 8], last=True)))
+        queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", {})))
+
+    _, outcome, sent = await run(gateway, agents, override)
+
+    checks = [f.body for _, f in sent if f.type is FrameType.RELAY_CHECK]
+    assert checks == [{"rld": "rld-0" if relayed else None}]
+    assert outcome.route.pipeline is (Pipeline.P_RLD_MD if relayed else Pipeline.P_MD)
