@@ -236,7 +236,8 @@ class RequestRunner:
                         outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
                         outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
                     wire = int(frame.body.get("wan_bytes", 0))
-                    outcome.wan_bytes += real_bytes(wire, self.config.engine.payload_scale)
+                    kv = int(frame.body.get("wan_kv_bytes", 0))
+                    outcome.wan_bytes += real_bytes(wire, kv, self.config.engine.payload_scale)
                     continue
                 if frame.type is not FrameType.TOKENS:
                     continue

@@ -106,16 +106,20 @@ class RecordContext:
     agent: str
 
 
-def real_bytes(wire_bytes: int, payload_scale: float) -> int:
-    """KV bytes at the model's real size from the bytes that crossed the wire.
+def real_bytes(wire_bytes: int, kv_bytes: int, payload_scale: float) -> int:
+    """Bytes at the model's real size from the bytes that crossed the wire.
 
     The timed engine ships KV at ``payload_scale`` of its size (over a line emulated at the same
-    fraction of the bandwidth, so transfer times are the real ones); the API, the journal, the
-    replay summary and ``pdd parity`` all report the real size, converted here once.
+    fraction of the bandwidth, so transfer times are the real ones); frame headers and the
+    blocks' token ids travel at their own size. Of ``wire_bytes``, ``kv_bytes`` are KV payload
+    and are scaled back; the rest counts as it is. The API, the journal, the replay summary
+    and ``pdd parity`` all report this, converted here once.
     """
     if payload_scale <= 0:
         raise ValueError(f"payload_scale: must be > 0, got {payload_scale!r}")
-    return round(wire_bytes / payload_scale)
+    if not 0 <= kv_bytes <= wire_bytes:
+        raise ValueError(f"kv_bytes: must be within 0..{wire_bytes}, got {kv_bytes}")
+    return wire_bytes - kv_bytes + round(kv_bytes / payload_scale)
 
 
 def gateway_record(

@@ -233,7 +233,7 @@ class PrefillAgent(AgentBase):
             return_exceptions=True,
         )
         error = next((r for r in (relay_leg, md_leg) if isinstance(r, BaseException)), None)
-        wan_bytes, md_have = (0, 0) if isinstance(md_leg, BaseException) else md_leg
+        wan_bytes, kv_bytes, md_have = (0, 0, 0) if isinstance(md_leg, BaseException) else md_leg
         if error is not None and relay_leg is True:
             # Only MD's leg failed: RLD has the KV and finishes the request itself.
             log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, error)
@@ -249,6 +249,7 @@ class PrefillAgent(AgentBase):
             "hit_tokens": hit_tokens,
             "miss_tokens": len(job.prompt) - hit_tokens,
             "wan_bytes": wan_bytes,
+            "wan_kv_bytes": kv_bytes,  # of which KV payload (scaled by payload_scale)
             "md_have_blocks": md_have,
             "blocks": len(blocks),
             "first_token": first_token,
@@ -273,13 +274,16 @@ class PrefillAgent(AgentBase):
         await self._send_all(self.peer(relay), job.request_id, blocks, first, len(job.prompt))
         return True
 
-    async def _to_main(self, job: PrefillJob, blocks: list[KVBlock], first: int) -> tuple[int, int]:
-        """The blocks MD's DRC lacks, across the WAN; (bytes, blocks MD held), (0, 0) without
-        MD. It starts at once: a P-MD request the gateway relays still ships to MD the same
-        way, and only its KV_DONE (which tells MD the route) waits for the gateway's check."""
+    async def _to_main(
+        self, job: PrefillJob, blocks: list[KVBlock], first: int
+    ) -> tuple[int, int, int]:
+        """The blocks MD's DRC lacks, across the WAN; (bytes, of which KV payload, blocks MD
+        held), zeros without MD. It starts at once: a P-MD request the gateway relays still
+        ships to MD the same way, and only its KV_DONE (which tells MD the route) waits for
+        the gateway's check."""
         md = job.meta.get("md")
         if not isinstance(md, str):
-            return 0, 0
+            return 0, 0, 0
         return await self._send_missing(md, job, blocks, first)
 
     async def _send_all(
@@ -292,13 +296,16 @@ class PrefillAgent(AgentBase):
         *,
         start: int = 0,
         rechecked: asyncio.Task[dict[str, Any]] | None = None,
-    ) -> int:
-        sent = 0
+    ) -> tuple[int, int]:
+        """Blocks from ``start`` on, then KV_DONE; returns (bytes sent, of which KV payload):
+        frames and token ids travel at their size, the KV at ``payload_scale`` of its own."""
+        sent = kv = 0
         for block in blocks[start:]:
             if self.abandoned.pop((link.name, rid), None) is not None:
-                return sent  # MD released it: stop using the line
+                return sent, kv  # MD released it: stop using the line
             payload = KVBlockPayload(block.block_hash, block.index, block.tokens, block.data)
             sent += await link.send(kv_block_frame(rid, payload))
+            kv += len(block.data)
         self.abandoned.pop((link.name, rid), None)
         done: dict[str, Any] = {
             "blocks": len(blocks),
@@ -310,7 +317,7 @@ class PrefillAgent(AgentBase):
             meta = await rechecked
             done.update(pipeline=meta.get("pipeline"), rld=meta.get("rld"))
         sent += await link.send(control(FrameType.KV_DONE, rid, done))
-        return sent
+        return sent, kv
 
     def _ask_md(self, job: PrefillJob, blocks: list[KVBlock]) -> None:
         """Send MD the ``KV_QUERY`` for a request's full blocks now (MD pins what it holds),
@@ -338,9 +345,9 @@ class PrefillAgent(AgentBase):
 
     async def _send_missing(
         self, md: str, job: PrefillJob, blocks: list[KVBlock], first: int
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
         """Take MD's answer to the query sent at prefill time, then send only the blocks its
-        DRC lacks; returns (bytes, blocks held)."""
+        DRC lacks; returns (bytes, of which KV payload, blocks held)."""
         rid = job.request_id
         full = sum(1 for b in blocks if len(b.tokens) == self.engine.block_size)
         if job.query is None:
@@ -355,19 +362,19 @@ class PrefillAgent(AgentBase):
             if not job.query.done():
                 job.query.cancel()
         if have < 0:
-            return sent, 0  # MD released it already: no KV crosses the WAN for nothing
+            return sent, 0, 0  # MD released it already: no KV crosses the WAN for nothing
         have = min(have, full)
         lane = self._take_lane(md)
         self._carrying[(md, rid)] = (lane, time.monotonic())
         try:
-            sent += await self._send_all(
+            shipped, kv = await self._send_all(
                 self.peer(md, lane), rid, blocks, first, len(job.prompt), start=have,
                 rechecked=job.rechecked,
             )  # fmt: skip
         except BaseException:
             self._landed(md, rid)
             raise
-        return sent, have
+        return sent + shipped, kv, have
 
     def _take_lane(self, md: str) -> str:
         """A connection to ``md`` that carries no other transfer now ("" is the first): one

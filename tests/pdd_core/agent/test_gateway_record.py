@@ -56,12 +56,16 @@ def test_the_record_judges_the_sla_by_the_products_one_rule_the_p90_targets() ->
     assert met(1.9, 0.07) is False
 
 
-def test_wire_bytes_become_real_bytes_at_the_payload_scale() -> None:
-    assert real_bytes(1_820_711, 0.001) == 1_820_711_000
-    assert real_bytes(1_820_711, 1.0) == 1_820_711
-    assert real_bytes(3, 0.5) == 6
+def test_wire_bytes_become_real_bytes_with_only_the_kv_payload_scaled_back() -> None:
+    # 1.8 MB of KV at 1/1000 of its size, plus 20,711 bytes of frame headers and token ids.
+    assert real_bytes(1_820_711, 1_800_000, 0.001) == 1_800_000_000 + 20_711
+    assert real_bytes(1_820_711, 1_800_000, 1.0) == 1_820_711
+    assert real_bytes(3, 3, 0.5) == 6
+    assert real_bytes(0, 0, 0.001) == 0
     with pytest.raises(ValueError, match="payload_scale"):
-        real_bytes(10, 0.0)
+        real_bytes(10, 10, 0.0)
+    with pytest.raises(ValueError, match="kv_bytes"):
+        real_bytes(10, 11, 0.001)
 
 
 def test_the_journal_gives_the_outcomes_wan_bytes_which_are_real_bytes() -> None:

@@ -97,7 +97,8 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
         await settle()
         flows.append(gateway._wan_state().flows)
-        queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", {"wan_bytes": 163_840})))
+        done = {"wan_bytes": 163_840, "wan_kv_bytes": 160_000}
+        queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", done)))
         queue.put_nowait(("rld-0", tokens(0, [7], last=False)))
         queue.put_nowait((str(route.main), control(FrameType.KV_LANDED, "r")))
         await settle()
@@ -117,13 +118,14 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
     assert (outcome.tokens, outcome.rld_tokens, outcome.md_tokens) == ([7, 8], 1, 1)
     assert flows == [10, 9]  # its own flow from PREFILLED until MD said the KV landed
     usage = Completion(False, "m", len(PROMPT), False).usage(outcome, route)["pdd"]
-    assert (usage["pipeline"], usage["wan_bytes"]) == ("P-RLD-MD", 163_840_000)
+    assert (usage["pipeline"], usage["wan_bytes"]) == ("P-RLD-MD", 160_000_000 + 3_840)
 
 
 async def test_a_quiet_line_keeps_p_md_and_p_hears_so(gateway: Gateway) -> None:
     async def agents(queue: Queue, sent: Sent, route: Route) -> None:
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
-        queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", {"wan_bytes": 2_000})))
+        done = {"wan_bytes": 2_000, "wan_kv_bytes": 1_500}
+        queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", done)))
         queue.put_nowait((str(route.main), control(FrameType.KV_LANDED, "r")))
         queue.put_nowait((str(route.main), tokens(0, [7, 8], last=True)))
 
@@ -132,7 +134,7 @@ async def test_a_quiet_line_keeps_p_md_and_p_hears_so(gateway: Gateway) -> None:
     assert [f.body for _, f in sent if f.type is FrameType.RELAY_CHECK] == [{"rld": None}]
     assert not [f for name, f in sent if name == "rld-0"]
     assert outcome.route == route
-    assert outcome.wan_bytes == 2_000_000
+    assert outcome.wan_bytes == 1_500_000 + 500  # the KV scaled back, the framing as it was
     assert gateway._wan_state().flows == 0
     assert gateway.admission.held == dict.fromkeys(gateway.admission.held, 0)
 
