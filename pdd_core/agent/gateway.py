@@ -236,7 +236,8 @@ class Gateway(RequestRunner):
         )  # fmt: skip
         pipeline, reason = guess.pipeline, guess.reason
         forced = override.get("pipeline")
-        if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
+        is_forced = self.config.allow_route_override and forced in {p.value for p in Pipeline}
+        if is_forced and isinstance(forced, str):
             pipeline, reason = Pipeline(forced), FORCED
         main = mains[guess.md_index] if guess.md_index >= 0 else None
         served, reason = servable(pipeline, reason, bool(relays), main is not None)
@@ -275,7 +276,7 @@ class Gateway(RequestRunner):
             rejected=rejected,
             retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
-            forced=reason == FORCED,
+            forced=is_forced,
         )
 
     def predict_state(
@@ -332,24 +333,22 @@ class Gateway(RequestRunner):
         relays = self.admission.with_room(self.up("relay"))
         if route.main is None or not relays or (route.forced and not relay):
             return route
-        hashes = self._hashes.get(route.ticket, [])
-        main = self._decode_state("main", route.main, self._hit(route.main, hashes, input_tokens))
-        index = relay_at_prefill_end(
-            elapsed_s,
-            input_tokens=input_tokens,
-            main=main,
-            relays=[self._decode_state("relay", a, 0) for a in relays],
-            wan=self._wan_state(),
-            rdma=None,
-            kv_bytes_per_token=self.predictor.kv_bytes_per_token,
-            sla=self.config.sla,
-        )
+        states = [self._decode_state("relay", a, 0) for a in relays]
         if relay:
-            index, reason = (
-                choose_relay([self._decode_state("relay", a, 0) for a in relays]),
-                FORCED,
-            )
+            index, reason = choose_relay(states), FORCED
         else:
+            hashes = self._hashes.get(route.ticket, [])
+            hit = self._hit(route.main, hashes, input_tokens)
+            index = relay_at_prefill_end(
+                elapsed_s,
+                input_tokens=input_tokens,
+                main=self._decode_state("main", route.main, hit),
+                relays=states,
+                wan=self._wan_state(),
+                rdma=None,
+                kv_bytes_per_token=self.predictor.kv_bytes_per_token,
+                sla=self.config.sla,
+            )
             reason = "P-MD would miss the TTFT target when the prefill ended: relay"
         if index < 0:
             return route
