@@ -275,6 +275,44 @@ def relay_instead(
     return direct > ttft_target_s and elapsed_s + rdma_s + relay_wait_s < direct
 
 
+def relay_at_prefill_end(
+    elapsed_s: float,
+    *,
+    input_tokens: int,
+    main: DecodeState,
+    relays: Sequence[DecodeState],
+    wan: LinkState,
+    rdma: LinkState | None,
+    kv_bytes_per_token: float,
+    sla: SLA,
+) -> int:
+    """The relay a P-MD request should go through instead, checked when its prefill ends; -1
+    when P-MD stands.
+
+    The check at arrival (``predict``) saw the line as it was then; by the end of the prefill
+    other transfers may have started. This is ``relay_instead`` on the state of that moment:
+    ``elapsed_s`` from the request's arrival to now, the WAN transfer of the KV the chosen MD
+    (``main``, with its DRC hit) lacks as a new flow on ``wan`` (whose ``flows`` do not count
+    this request's), MD's admission wait, and the least-loaded relay's RDMA transfer (0 without
+    ``rdma``) and admission wait. The simulator and the gateway both call it, so a request is
+    relayed at the end of its prefill on the same numbers on both sides.
+    """
+    relay_index = choose_relay(relays)
+    if relay_index < 0:
+        return -1
+    hit = min(main.hit_tokens, input_tokens)
+    if relay_instead(
+        elapsed_s,
+        wan_s=link_s(wan, (input_tokens - hit) * kv_bytes_per_token),
+        md_wait_s=decode_wait_s(main, input_tokens - hit + 1),
+        rdma_s=link_s(rdma, input_tokens * kv_bytes_per_token) if rdma is not None else 0.0,
+        relay_wait_s=decode_wait_s(relays[relay_index], input_tokens + 1),
+        ttft_target_s=sla.ttft_p90_s,
+    ):
+        return relay_index
+    return -1
+
+
 def predicted_ttft_s(p_wait_s: float, prefill_s: float, transfer_s: float, wait_s: float) -> float:
     """TTFT as the product defines it: P wait + prefill + transfer to the decoder + its
     admission wait (the first token is sampled at the end of prefill; no decode step)."""

@@ -20,6 +20,7 @@ import itertools
 import logging
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pdd_core.agent.admission import Admission, servable
@@ -45,6 +46,7 @@ from pdd_core.predict import (
     choose_relay,
     predict,
     predicted_ttft_s,
+    relay_at_prefill_end,
 )
 from pdd_core.routing import (
     Pipeline,
@@ -54,6 +56,7 @@ from pdd_core.routing import (
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
 KV_UNKNOWN = 1 << 62  # the agents do not report their KV pools: slots bound admission
+FORCED = "forced by the request"
 
 
 def context_window(config: DataPlaneConfig) -> int:
@@ -94,6 +97,7 @@ class Gateway(RequestRunner):
         self._tasks: set[asyncio.Task[None]] = set()
         self._tickets = itertools.count(1)
         self._reserved: dict[int, tuple[str, float]] = {}
+        self._hashes: dict[int, list[int]] = {}  # ticket -> the prompt's block hashes
         limits = config.limits
         self.admission = Admission(
             {a.id: limits.relay_batch for a in config.of_role("relay")}
@@ -232,8 +236,9 @@ class Gateway(RequestRunner):
         )  # fmt: skip
         pipeline, reason = guess.pipeline, guess.reason
         forced = override.get("pipeline")
-        if self.config.allow_route_override and forced in {p.value for p in Pipeline}:
-            pipeline, reason = Pipeline(forced), "forced by the request"
+        is_forced = self.config.allow_route_override and forced in {p.value for p in Pipeline}
+        if is_forced and isinstance(forced, str):
+            pipeline, reason = Pipeline(forced), FORCED
         main = mains[guess.md_index] if guess.md_index >= 0 else None
         served, reason = servable(pipeline, reason, bool(relays), main is not None)
         relay_index = guess.relay_index if guess.relay_index >= 0 else choose_relay(
@@ -255,8 +260,9 @@ class Gateway(RequestRunner):
             self._reserved[ticket] = (prefill, guess.prefill_s)
             self.queued_s[prefill] += guess.prefill_s
             decoder = main if served is not Pipeline.P_RLD else None
-            wan_bytes = self.predictor.kv_bytes(len(prompt) - guess.hit_tokens_md)
-            self.admission.hold(ticket, (relay, decoder), wan_bytes if decoder else 0.0)
+            # The WAN flow is not counted yet: it starts when the prefill ends (``flow_starts``).
+            self.admission.hold(ticket, (relay, decoder), 0.0)
+            self._hashes[ticket] = hashes
         return Route(
             pipeline=served or pipeline,
             reason=reason,
@@ -270,6 +276,7 @@ class Gateway(RequestRunner):
             rejected=rejected,
             retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
+            forced=is_forced,
         )
 
     def predict_state(
@@ -294,22 +301,74 @@ class Gateway(RequestRunner):
                     self.queued_s[agent], cached, self.predictor.prefill_s(n - cached, cached)
                 )
             )
-        wan = self.config.wan
         return {
             "prefills": p_states,
             "mains": [self._decode_state("main", a, self._hit(a, hashes, n)) for a in mains],
             "relays": [self._decode_state("relay", a, 0) for a in relays],
-            "wan": LinkState(
-                wan.bandwidth_gbps,
-                wan.rtt_ms,
-                len(self.admission.wan),
-                utilisation=self.admission.utilisation(),
-            )
-            if mains
-            else None,
+            "wan": self._wan_state() if mains else None,
             "rdma": None,
             "kv_bytes_per_token": self.predictor.kv_bytes_per_token,
         }
+
+    def _wan_state(self) -> LinkState:
+        """The line as ``predict`` sees it: the KV transfers on it now (each from the end of its
+        prefill until MD has the KV, as the simulator's line counts them) and its utilisation."""
+        wan = self.config.wan
+        return LinkState(
+            wan.bandwidth_gbps,
+            wan.rtt_ms,
+            len(self.admission.wan),
+            utilisation=self.admission.utilisation(),
+        )
+
+    def recheck(
+        self, route: Route, input_tokens: int, elapsed_s: float, *, relay: bool = False
+    ) -> Route:
+        """A P-MD route checked again when its prefill ends, as the simulator does
+        (``predict.relay_at_prefill_end`` on the line's flows and the decoders' slots of now,
+        MD's DRC hit from its cache view): the same route, or P-RLD-MD through the relay it
+        names, whose slot is then held. Call it before ``flow_starts``: the line's flows do
+        not count the request's own transfer. A forced pipeline stays as forced, unless
+        ``relay`` forces this check's answer too (demos and tests: ``relay_at_prefill_end``)."""
+        relays = self.admission.with_room(self.up("relay"))
+        if route.main is None or not relays or (route.forced and not relay):
+            return route
+        states = [self._decode_state("relay", a, 0) for a in relays]
+        if relay:
+            index, reason = choose_relay(states), FORCED
+        else:
+            hashes = self._hashes.get(route.ticket, [])
+            hit = self._hit(route.main, hashes, input_tokens)
+            index = relay_at_prefill_end(
+                elapsed_s,
+                input_tokens=input_tokens,
+                main=self._decode_state("main", route.main, hit),
+                relays=states,
+                wan=self._wan_state(),
+                rdma=None,
+                kv_bytes_per_token=self.predictor.kv_bytes_per_token,
+                sla=self.config.sla,
+            )
+            reason = "P-MD would miss the TTFT target when the prefill ended: relay"
+        if index < 0:
+            return route
+        chosen = relays[index]
+        self.admission.end_slot(route.ticket, route.main)  # held again, beside the relay's
+        self.admission.hold(route.ticket, (chosen, route.main), 0.0)
+        return replace(route, pipeline=Pipeline.P_RLD_MD, relay=chosen, reason=reason)
+
+    def flow_starts(self, route: Route, input_tokens: int) -> None:
+        """The request's KV starts across the WAN (its prefill ended): one more flow on the
+        line until MD reports the KV landed (``flow_ends``), even when MD's DRC holds every
+        block (the KV_DONE still crosses, as a zero-byte transfer does in the simulator).
+        Admission keys the flow apart from the route's slots (``-ticket``): it starts later."""
+        if route.main is not None:
+            nbytes = self.predictor.kv_bytes(input_tokens - route.hit_tokens_md)
+            self.admission.hold(-route.ticket, (), max(nbytes, 1.0))
+
+    def flow_ends(self, route: Route) -> None:
+        """MD has the request's KV: its flow leaves the line (idempotent)."""
+        self.admission.release(-route.ticket)
 
     def _decode_state(self, role: str, agent: str, hit: int) -> DecodeState:
         held = self.admission.held[agent]
@@ -332,6 +391,8 @@ class Gateway(RequestRunner):
         flow (idempotent: finished, failed or abandoned)."""
         self.release_prefill(route)
         self.admission.release(route.ticket)
+        self.flow_ends(route)
+        self._hashes.pop(route.ticket, None)
 
     async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
         """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once
@@ -358,7 +419,6 @@ class Gateway(RequestRunner):
             self.config.model,
             self.spec.site,
             self.spec.id,
-            self.config.engine.payload_scale,
         )
 
     def journal_record(self, record: RequestRecord, *, served: bool) -> None:

@@ -344,7 +344,10 @@ class Job:
         self.delivered = 0  # tokens that reached the client: what a failure is billed for
 
     def headers(self) -> dict[str, str]:
-        return {"x-pdd-pipeline": self.route.pipeline.value, "x-pdd-request-id": self.completion.id}
+        """A whole response names the pipeline that served it (a P-MD route relayed at the end
+        of its prefill reads P-RLD-MD); a stream's headers go out before that check."""
+        route = self.outcome.route if self.outcome else self.route
+        return {"x-pdd-pipeline": route.pipeline.value, "x-pdd-request-id": self.completion.id}
 
 
 def event(body: Any) -> bytes:

@@ -25,10 +25,17 @@ from typing import Any
 
 from pdd_core.agent.admission import Admission
 from pdd_core.agent.config import DataPlaneConfig
-from pdd_core.agent.gateway_types import Outcome, Route, StreamMerge, UpstreamError
+from pdd_core.agent.gateway_types import (
+    Outcome,
+    Route,
+    StreamMerge,
+    UpstreamError,
+    real_bytes,
+)
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink
 from pdd_core.agent.trace import mark
+from pdd_core.routing import Pipeline
 
 log = logging.getLogger("pdd_core.agent.gateway")
 MAX_RESUMES = 2
@@ -69,6 +76,10 @@ class RequestRunner:
     route: Callable[[list[int], int, dict[str, Any]], Route]
     release: Callable[[Route], None]
     release_prefill: Callable[[Route], None]
+    # ``Gateway``'s check of a P-MD route at the end of its prefill and the WAN flow's window.
+    recheck: Callable[..., Route]
+    flow_starts: Callable[[Route, int], None]
+    flow_ends: Callable[[Route], None]
 
     async def generate(
         self,
@@ -205,15 +216,28 @@ class RequestRunner:
                     raise AgentLost(message, source)
                 if frame.type is FrameType.PREFILLED:
                     self.release_prefill(route)  # P's queue is free of it (KV on its way)
+                    if route.pipeline is Pipeline.P_MD:
+                        relay = self.config.allow_route_override and bool(
+                            override.get("relay_at_prefill_end")
+                        )  # fmt: skip
+                        route = await self._at_prefill_end(
+                            attempt, outcome, meta, len(prompt), relay=relay
+                        )
+                        involved = [a for a in (route.relay, route.main) if a is not None]
+                    self.flow_starts(route, len(prompt))
+                    continue
+                if frame.type is FrameType.KV_LANDED:
+                    self.flow_ends(route)
                     continue
                 if frame.type is FrameType.KV_DONE:
                     attempt.prefilled = True
                     self.release_prefill(route)
-                    self.admission.end_transfer(route.ticket)
                     if not outcome.resumes:  # the client's prompt: the first attempt's hit
                         outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
                         outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
-                    outcome.pdd.wan_bytes += int(frame.body.get("wan_bytes", 0))
+                    wire = int(frame.body.get("wan_bytes", 0))
+                    kv = int(frame.body.get("wan_kv_bytes", 0))
+                    outcome.pdd.wan_bytes += real_bytes(wire, kv, self.config.engine.payload_scale)
                     continue
                 if frame.type is not FrameType.TOKENS:
                     continue
@@ -242,6 +266,40 @@ class RequestRunner:
             self.active.pop(rid, None)
             if not finished:
                 await self._cancel(rid, (route.prefill, *involved))
+
+    async def _at_prefill_end(
+        self,
+        attempt: Attempt,
+        outcome: Outcome,
+        meta: dict[str, Any],
+        input_tokens: int,
+        *,
+        relay: bool,
+    ) -> Route:
+        """Check a P-MD route again now that its prefill has ended (``Gateway.recheck``, as the
+        simulator does) and answer P's PREFILLED with the verdict (P waits for it before it
+        tells MD the route). Relayed, the relay is registered first; MD's leg is the same
+        either way. Only while no token is out: the check is about the first token."""
+        route = attempt.route
+        if outcome.first_token_at is None:
+            route = self.recheck(route, input_tokens, time.time() - outcome.arrival, relay=relay)
+        rid = attempt.request_id
+        if route.relay is not None:
+            attempt.route = route
+            if not outcome.resumes:
+                outcome.route = route  # the pipeline that served it (usage, journal)
+            body = dict(meta, pipeline=route.pipeline.value, rld=route.relay)
+            try:
+                await self.links[route.relay].send(control(FrameType.GENERATE, rid, body))
+            except ConnectionError as exc:
+                raise AgentLost(str(exc), route.relay) from None
+            log.info("%s: relayed at the end of its prefill (%s)", rid, route.reason)
+        try:
+            check = control(FrameType.RELAY_CHECK, rid, {"rld": route.relay})
+            await self.links[route.prefill].send(check)
+        except ConnectionError as exc:
+            raise AgentLost(str(exc), route.prefill) from None
+        return route
 
     async def _cancel(self, rid: str, agents: tuple[str, ...]) -> None:
         for agent in agents:

@@ -39,6 +39,7 @@ class Route:
     rejected: bool = False
     retry_after_s: int = 0
     ticket: int = 0
+    forced: bool = False  # the request forced its pipeline (allow_route_override)
 
 
 @dataclass(slots=True)
@@ -133,8 +134,22 @@ class RecordContext:
     model: str
     site: str
     agent: str
-    # The timed engine's KV payload scale: the journal gives WAN bytes at the real size.
-    payload_scale: float = 1.0
+
+
+def real_bytes(wire_bytes: int, kv_bytes: int, payload_scale: float) -> int:
+    """Bytes at the model's real size from the bytes that crossed the wire.
+
+    The timed engine ships KV at ``payload_scale`` of its size (over a line emulated at the same
+    fraction of the bandwidth, so transfer times are the real ones); frame headers and the
+    blocks' token ids travel at their own size. Of ``wire_bytes``, ``kv_bytes`` are KV payload
+    and are scaled back; the rest counts as it is. The API, the journal, the replay summary
+    and ``pdd parity`` all report this, converted here once.
+    """
+    if payload_scale <= 0:
+        raise ValueError(f"payload_scale: must be > 0, got {payload_scale!r}")
+    if not 0 <= kv_bytes <= wire_bytes:
+        raise ValueError(f"kv_bytes: must be within 0..{wire_bytes}, got {kv_bytes}")
+    return wire_bytes - kv_bytes + round(kv_bytes / payload_scale)
 
 
 def gateway_record(
@@ -153,6 +168,7 @@ def gateway_record(
     it delivered: ``output_tokens`` counts the tokens that reached the client (``delivered``,
     when the caller knows it; else every token the data plane produced)."""
     now = time.time()
+    route = outcome.route if outcome else route  # the pipeline that served it
     record = RequestRecord(
         request_id=outcome.request_id if outcome else request_id or f"rej-{uuid.uuid4().hex}",
         tenant=context.tenant,
@@ -175,9 +191,8 @@ def gateway_record(
     if outcome is not None:
         record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
         record.output_tokens = len(outcome.tokens) if delivered is None else delivered
-        scale = context.payload_scale
         pdd = outcome.pdd
-        record.wan_bytes = round(pdd.wan_bytes / scale) if scale > 0 else pdd.wan_bytes
+        record.wan_bytes = pdd.wan_bytes
         record.handoff_mode = pdd.handoff_mode
         record.rld_tokens, record.md_tokens = pdd.rld_tokens, pdd.md_tokens
         if outcome.first_token_at is not None:

@@ -60,7 +60,8 @@ class MainDecodeAgent(AgentBase):
             return
         if kind is FrameType.GENERATE:
             stream = self._stream(rid)
-            stream.gateway, stream.meta = conn, dict(frame.body)
+            # What P's frames set before this registration arrived (they race it) is newer.
+            stream.gateway, stream.meta = conn, {**frame.body, **stream.meta}
         elif kind is FrameType.KV_QUERY:
             raw = frame.body.get("block_hashes", [])
             hashes = [h for h in raw if isinstance(h, int)] if isinstance(raw, list) else []
@@ -79,7 +80,12 @@ class MainDecodeAgent(AgentBase):
             return
         elif kind is FrameType.KV_DONE:
             mark(rid, "md_kv_done")
-            await self._assemble(self._stream(rid), dict(frame.body))
+            stream = self._stream(rid)
+            route = {k: frame.body[k] for k in ("pipeline", "rld") if k in frame.body}
+            stream.meta.update(route)  # the gateway relayed a P-MD request when P's pass ended
+            await self._assemble(stream, dict(frame.body))
+            if stream.kv_done is not None:  # P's connection that carried it is free again
+                await self._quietly(conn, control(FrameType.KV_LANDED, rid))
         elif kind is FrameType.WATCH:
             self.watchers[rid] = conn
             self._stream(rid)
@@ -131,6 +137,8 @@ class MainDecodeAgent(AgentBase):
         self.sources.pop(stream.request_id, None)
         stream.meta.setdefault("md_have_blocks", held)
         await self.cache_event(added, removed, False)
+        # The request's WAN transfer has ended: the gateway stops counting it on the line.
+        await self.to_gateway(stream.gateway, control(FrameType.KV_LANDED, stream.request_id))
 
     async def _maybe_start(self, stream: Stream) -> None:
         if stream.finished:

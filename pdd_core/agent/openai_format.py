@@ -179,7 +179,11 @@ class Completion:
         return self._envelope([self._choice(tail, finish, [])], True)
 
     def usage(self, outcome: Outcome | None, route: Route) -> dict[str, Any]:
+        """OpenAI's usage plus PDD's figures: the pipeline that served the request (a P-MD
+        route the gateway relayed at the end of its prefill reads P-RLD-MD) and its WAN bytes
+        at the real size (``gateway_types.real_bytes``), as the journal has them."""
         cached = outcome.hit_tokens if outcome else 0
+        route = outcome.route if outcome else route
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.count,

@@ -148,7 +148,9 @@ def simulated(records: Sequence[RequestRecord]) -> Side:
     )
 
 
-def measured(results: Sequence[Result], payload_scale: float) -> Side:
+def measured(results: Sequence[Result]) -> Side:
+    """The live side's figures from the replay's results (WAN bytes as the API reports them:
+    at the real size)."""
     served = [r for r in results if r.ok]
     return _side(
         [r.ttft_s for r in served if r.ttft_s is not None],
@@ -156,7 +158,7 @@ def measured(results: Sequence[Result], payload_scale: float) -> Side:
         [r.pipeline for r in served],
         rld=sum(r.pdd.rld_tokens for r in served),
         total=sum(r.pdd.rld_tokens + r.pdd.md_tokens for r in served),
-        wan_bytes=sum(r.pdd.wan_bytes for r in served) / payload_scale,
+        wan_bytes=sum(r.pdd.wan_bytes for r in served),
         requests=len(results),
     )
 

@@ -41,6 +41,9 @@ class PrefillJob:
     meta: dict[str, Any]
     arrival: float = field(default_factory=time.time)
     query: asyncio.Future[tuple[int, int]] | None = None  # KV_QUERY to MD: (bytes, blocks held)
+    # A P-MD request's route after the gateway's check at the end of its prefill (its meta,
+    # updated to P-RLD-MD and the relay when the gateway relays it).
+    rechecked: asyncio.Task[dict[str, Any]] | None = None
 
 
 class PrefillAgent(AgentBase):
@@ -56,6 +59,10 @@ class PrefillAgent(AgentBase):
         self.queued: set[str] = set()
         self._offload = offloads(config)
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
+        self._checks: dict[str, asyncio.Future[str | None]] = {}  # rid -> the relay, or None
+        self._lanes: dict[str, set[str]] = {}  # MD -> its connections carrying a transfer now
+        # (MD, rid) -> (lane, when it started): a transfer until MD says its KV landed.
+        self._carrying: dict[tuple[str, str], tuple[str, float]] = {}
         # (MD, rid) -> when MD said it released the request while its KV was still crossing.
         self.abandoned: dict[tuple[str, str], float] = {}
 
@@ -74,12 +81,26 @@ class PrefillAgent(AgentBase):
                 return
             self.queued.add(frame.request_id)
             self.queue.put_nowait(PrefillJob(conn, frame.request_id, prompt, dict(frame.body)))
-        elif frame.type is FrameType.CANCEL and frame.request_id in self.queued:
-            self.cancelled.add(frame.request_id)
+        elif frame.type is FrameType.RELAY_CHECK:
+            relay = frame.body.get("rld")
+            self._checked(frame.request_id, relay if isinstance(relay, str) else None)
+        elif frame.type is FrameType.CANCEL:
+            if frame.request_id in self.queued:
+                self.cancelled.add(frame.request_id)
+            self._checked(frame.request_id, None)
+
+    def _checked(self, rid: str, relay: str | None) -> None:
+        waiter = self._checks.pop(rid, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(relay)
 
     async def on_peer_frame(self, agent_id: str, frame: Frame) -> None:
+        if frame.type is FrameType.KV_LANDED:
+            self._landed(agent_id, frame.request_id)
+            return
         if frame.type is FrameType.CANCEL:
             self.abandoned[(agent_id, frame.request_id)] = time.monotonic()
+            await self._abort_transfer(agent_id, frame.request_id)
             return
         if frame.type is FrameType.KV_HAVE:
             waiter = self._have.pop((agent_id, frame.request_id), None)
@@ -90,13 +111,38 @@ class PrefillAgent(AgentBase):
                 waiter.set_result(int(blocks) if isinstance(blocks, int) else 0)
 
     def reap(self, older_than_s: float) -> None:
-        """Forget releases that arrived after their transfer had ended."""
+        """Forget releases that arrived after their transfer had ended, and free the lanes
+        of transfers MD never answered for (their connection is closed)."""
         horizon = time.monotonic() - older_than_s
         for key, when in list(self.abandoned.items()):
             if when < horizon:
                 del self.abandoned[key]
+        for (md, rid), (_, started) in list(self._carrying.items()):
+            if started < horizon:
+                self.spawn(self._abort_transfer(md, rid))
+
+    def _landed(self, md: str, rid: str) -> None:
+        """MD holds the request's KV: its lane may carry the next transfer."""
+        carried = self._carrying.pop((md, rid), None)
+        if carried is not None:
+            self._lanes[md].discard(carried[0])
+
+    async def _abort_transfer(self, md: str, rid: str) -> None:
+        """MD released the request while its KV was crossing: close the lane carrying it, so
+        the rest of it leaves the line at once (the simulator cancels the flow) instead of
+        crossing for nothing ahead of the next transfer; the lane reconnects when next used."""
+        carried = self._carrying.get((md, rid))
+        if carried is None:
+            return
+        await self.peer(md, carried[0]).close()
+        self._landed(md, rid)
 
     def peer_down(self, link: PeerLink) -> None:
+        for (md, rid), (lane, _) in list(self._carrying.items()):
+            if md == link.name and self.peers.get(f"{md}#{lane}" if lane else md) is link:
+                self._landed(md, rid)  # that lane's connection is gone, and its transfer
+        if self.peers.get(f"{link.name}#control") is not link:
+            return  # only the control lane carries KV_QUERY answers
         for (agent_id, rid), waiter in list(self._have.items()):
             if agent_id == link.name and not waiter.done():
                 waiter.set_exception(ConnectionError(f"{agent_id} went down"))
@@ -136,8 +182,35 @@ class PrefillAgent(AgentBase):
                 mark(job.request_id, "p_prefill_end")
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
+                self._await_check(job)
                 await self.to_gateway(job.conn, control(FrameType.PREFILLED, job.request_id))
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
+
+    def _await_check(self, job: PrefillJob) -> None:
+        """A P-MD request's route is checked again by the gateway when its prefill ends (its
+        answer to PREFILLED is a RELAY_CHECK): wait for it from before PREFILLED goes out."""
+        if job.meta.get("pipeline") != "P-MD" or not isinstance(job.meta.get("md"), str):
+            return
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._checks[job.request_id] = waiter
+        job.rechecked = asyncio.ensure_future(self._rechecked(job, waiter))
+
+    async def _rechecked(
+        self, job: PrefillJob, waiter: asyncio.Future[str | None]
+    ) -> dict[str, Any]:
+        """The request's meta once the gateway has answered (bounded: without an answer within
+        ``idle_timeout_s`` P-MD stands, as it would if the gateway had said so)."""
+        try:
+            relay = await asyncio.wait_for(waiter, self.config.limits.idle_timeout_s)
+        except TimeoutError:
+            log.warning("%s: no RELAY_CHECK from the gateway; P-MD stands", job.request_id)
+            relay = None
+        finally:
+            self._checks.pop(job.request_id, None)
+        if relay is not None:
+            job.meta.update(pipeline="P-RLD-MD", rld=relay)
+            mark(job.request_id, "p_relayed")
+        return job.meta
 
     def _prefill(
         self, prompt: list[int], held: list[KVBlock]
@@ -151,32 +224,24 @@ class PrefillAgent(AgentBase):
         self, job: PrefillJob, blocks: list[KVBlock], hit_tokens: int, first_token: int
     ) -> None:
         rid, meta = job.request_id, job.meta
-        rld, md = meta.get("rld"), meta.get("md")
-        legs: list[Any] = []
-        if isinstance(rld, str):
-            legs.append(self._send_all(self.peer(rld), rid, blocks, first_token, len(job.prompt)))
-        if isinstance(md, str):
+        relay_leg, md_leg = await asyncio.gather(
+            self._to_relay(job, blocks, first_token),
             # Bounded: a blackholed line must not hold this request (and its record) forever.
-            legs.append(
-                asyncio.wait_for(
-                    self._send_missing(md, job, blocks, first_token),
-                    self.config.limits.request_timeout_s,
-                )
-            )
-        results = await asyncio.gather(*legs, return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        wan_bytes, md_have = 0, 0
-        if isinstance(md, str) and not isinstance(results[-1], BaseException):
-            wan_bytes, md_have = results[-1]
-        relay_ok = isinstance(rld, str) and not isinstance(results[0], BaseException)
-        if errors and relay_ok:
+            asyncio.wait_for(
+                self._to_main(job, blocks, first_token), self.config.limits.request_timeout_s
+            ),
+            return_exceptions=True,
+        )
+        error = next((r for r in (relay_leg, md_leg) if isinstance(r, BaseException)), None)
+        wan_bytes, kv_bytes, md_have = (0, 0, 0) if isinstance(md_leg, BaseException) else md_leg
+        if error is not None and relay_leg is True:
             # Only MD's leg failed: RLD has the KV and finishes the request itself.
-            log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, errors[0])
-        elif errors:
-            log.warning("%s: KV transfer failed: %r", rid, errors[0])
+            log.warning("%s: KV to MD failed (%r); the relay keeps it", rid, error)
+        elif error is not None:
+            log.warning("%s: KV transfer failed: %r", rid, error)
             await self.to_gateway(
                 job.conn,
-                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": repr(errors[0])}),
+                control(FrameType.ERROR, rid, {"code": "kv_transfer", "message": repr(error)}),
             )
             return
         mark(rid, "p_kv_written")
@@ -184,6 +249,7 @@ class PrefillAgent(AgentBase):
             "hit_tokens": hit_tokens,
             "miss_tokens": len(job.prompt) - hit_tokens,
             "wan_bytes": wan_bytes,
+            "wan_kv_bytes": kv_bytes,  # of which KV payload (scaled by payload_scale)
             "md_have_blocks": md_have,
             "blocks": len(blocks),
             "first_token": first_token,
@@ -198,6 +264,28 @@ class PrefillAgent(AgentBase):
             wan_bytes=wan_bytes,
         )
 
+    async def _to_relay(self, job: PrefillJob, blocks: list[KVBlock], first: int) -> bool:
+        """Every block to the request's relay (the one GENERATE named, or the one the
+        gateway's check at the end of the prefill chose); False when it has none."""
+        meta = await job.rechecked if job.rechecked is not None else job.meta
+        relay = meta.get("rld")
+        if not isinstance(relay, str):
+            return False
+        await self._send_all(self.peer(relay), job.request_id, blocks, first, len(job.prompt))
+        return True
+
+    async def _to_main(
+        self, job: PrefillJob, blocks: list[KVBlock], first: int
+    ) -> tuple[int, int, int]:
+        """The blocks MD's DRC lacks, across the WAN; (bytes, of which KV payload, blocks MD
+        held), zeros without MD. It starts at once: a P-MD request the gateway relays still
+        ships to MD the same way, and only its KV_DONE (which tells MD the route) waits for
+        the gateway's check."""
+        md = job.meta.get("md")
+        if not isinstance(md, str):
+            return 0, 0, 0
+        return await self._send_missing(md, job, blocks, first)
+
     async def _send_all(
         self,
         link: PeerLink,
@@ -207,17 +295,29 @@ class PrefillAgent(AgentBase):
         tokens: int,
         *,
         start: int = 0,
-    ) -> int:
-        sent = 0
+        rechecked: asyncio.Task[dict[str, Any]] | None = None,
+    ) -> tuple[int, int]:
+        """Blocks from ``start`` on, then KV_DONE; returns (bytes sent, of which KV payload):
+        frames and token ids travel at their size, the KV at ``payload_scale`` of its own."""
+        sent = kv = 0
         for block in blocks[start:]:
             if self.abandoned.pop((link.name, rid), None) is not None:
-                return sent  # MD released it: stop using the line
+                return sent, kv  # MD released it: stop using the line
             payload = KVBlockPayload(block.block_hash, block.index, block.tokens, block.data)
             sent += await link.send(kv_block_frame(rid, payload))
+            kv += len(block.data)
         self.abandoned.pop((link.name, rid), None)
-        done = {"blocks": len(blocks), "have": start, "tokens": tokens, "first_token": first}
+        done: dict[str, Any] = {
+            "blocks": len(blocks),
+            "have": start,
+            "tokens": tokens,
+            "first_token": first,
+        }
+        if rechecked is not None:  # MD learns the route it decodes on with its KV
+            meta = await rechecked
+            done.update(pipeline=meta.get("pipeline"), rld=meta.get("rld"))
         sent += await link.send(control(FrameType.KV_DONE, rid, done))
-        return sent
+        return sent, kv
 
     def _ask_md(self, job: PrefillJob, blocks: list[KVBlock]) -> None:
         """Send MD the ``KV_QUERY`` for a request's full blocks now (MD pins what it holds),
@@ -245,10 +345,10 @@ class PrefillAgent(AgentBase):
 
     async def _send_missing(
         self, md: str, job: PrefillJob, blocks: list[KVBlock], first: int
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
         """Take MD's answer to the query sent at prefill time, then send only the blocks its
-        DRC lacks; returns (bytes, blocks held)."""
-        rid, link = job.request_id, self.peer(md)
+        DRC lacks; returns (bytes, of which KV payload, blocks held)."""
+        rid = job.request_id
         full = sum(1 for b in blocks if len(b.tokens) == self.engine.block_size)
         if job.query is None:
             self._ask_md(job, blocks)
@@ -262,7 +362,33 @@ class PrefillAgent(AgentBase):
             if not job.query.done():
                 job.query.cancel()
         if have < 0:
-            return sent, 0  # MD released it already: no KV crosses the WAN for nothing
+            return sent, 0, 0  # MD released it already: no KV crosses the WAN for nothing
         have = min(have, full)
-        sent += await self._send_all(link, rid, blocks, first, len(job.prompt), start=have)
-        return sent, have
+        lane = self._take_lane(md)
+        self._carrying[(md, rid)] = (lane, time.monotonic())
+        try:
+            shipped, kv = await self._send_all(
+                self.peer(md, lane), rid, blocks, first, len(job.prompt), start=have,
+                rechecked=job.rechecked,
+            )  # fmt: skip
+        except BaseException:
+            self._landed(md, rid)
+            raise
+        return sent + shipped, kv, have
+
+    def _take_lane(self, md: str) -> str:
+        """A connection to ``md`` that carries no other transfer now ("" is the first): one
+        whose last transfer MD reported landed (``KV_LANDED``) or that was closed.
+
+        On the WAN each connection is one flow with its fair share of the line (the emulator
+        shares it as ``fairshare.FairShareLink`` does), so each request's KV goes on a
+        connection of its own: concurrent transfers share the line, as the simulator and
+        ``predict`` count them, instead of queuing one behind another's megabytes on a single
+        connection (where a request the relay already finished still delays the next).
+        Connections are opened once, as needed, and kept for the next transfers."""
+        busy = self._lanes.setdefault(md, set())
+        index = 0
+        while (lane := f"kv{index}" if index else "") in busy:
+            index += 1
+        busy.add(lane)
+        return lane

@@ -75,6 +75,10 @@ class FrameType(IntEnum):
     CACHE_EVENT = 15  # P, MD -> gateway: {added, removed}: block hashes entering/leaving a cache
     WATCH = 16  # RLD -> MD: {}: answer HANDOFF_ACK{absorbed: 0} once the prefill KV is in
     PREFILLED = 17  # P -> gateway: {}: the prefill pass ended; the KV transfers start now
+    KV_LANDED = 18  # MD -> gateway: {}: the request's KV is in MD (its WAN transfer ended)
+    # gateway -> P, answering a P-MD request's PREFILLED: {rld}: ship the KV to relay ``rld``
+    # too (the request goes P-RLD-MD), or {rld: null}: P-MD stands
+    RELAY_CHECK = 19
 
 
 CONTROL_TYPES = frozenset(t for t in FrameType if t is not FrameType.KV_BLOCK)

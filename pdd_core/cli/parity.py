@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"pdd parity: {exc}")
         return 2
-    print(table(simulated(records), measured(results, args.payload_scale)))
+    print(table(simulated(records), measured(results)))
     if args.trace:
         print()
         print(traced(requests, records, results, sorted((run_dir / "run").glob("*.log"))))

@@ -11,13 +11,12 @@ from pdd_core.predict import (
     LinkState,
     Prediction,
     PrefillState,
-    choose_relay,
     decode_wait_s,
     least,
     link_s,
     predict,
     predicted_ttft_s,
-    relay_instead,
+    relay_at_prefill_end,
 )
 from pdd_core.routing import Pipeline, RoutingTable, predict_rejection
 from pdd_core.sim.config import Policy, SimConfig
@@ -107,28 +106,22 @@ class Features:
         return least([i.load for i in instances])
 
     def _relay_now(self, flight: Flight, now: float) -> bool:
-        """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
-        flows and the decoders' queues of now); switch to the relay if it is sooner."""
+        """Check P-MD again when the KV is ready (``predict.relay_at_prefill_end``, with the
+        line's flows and the decoders' queues of now); switch to the relay if it is sooner."""
         request = flight.request
         md = self.decode[flight.md_index]
         hit = self._hit(md, request) if self.config.drc else 0
-        size = request.input_tokens
-        kv = self._kv_per_token
-        wan_s = link_s(self._wan_state(), (size - hit) * kv)
-        md_wait = decode_wait_s(md.decode_state(hit), size - hit + 1)
-        states = [r.decode_state() for r in self.relay]
-        relay_index = choose_relay(states)
-        relay_wait = decode_wait_s(states[relay_index], size + 1)
-        rdma_s = link_s(self._rdma_state(), size * kv)
-        elapsed = now - flight.arrival_s
-        if not relay_instead(
-            elapsed,
-            wan_s=wan_s,
-            md_wait_s=md_wait,
-            rdma_s=rdma_s,
-            relay_wait_s=relay_wait,
-            ttft_target_s=self.sla.ttft_p90_s,
-        ):
+        relay_index = relay_at_prefill_end(
+            now - flight.arrival_s,
+            input_tokens=request.input_tokens,
+            main=md.decode_state(hit),
+            relays=[r.decode_state() for r in self.relay],
+            wan=self._wan_state(),
+            rdma=self._rdma_state(),
+            kv_bytes_per_token=self._kv_per_token,
+            sla=self.sla,
+        )
+        if relay_index < 0:
             return False
         flight.pipeline = Pipeline.P_RLD_MD
         flight.relay_index = relay_index

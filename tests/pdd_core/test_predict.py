@@ -19,6 +19,7 @@ from pdd_core.predict import (
     link_s,
     predict,
     predicted_ttft_s,
+    relay_at_prefill_end,
 )
 from pdd_core.routing import Pipeline, RoutingTable
 from pdd_core.specs import SLA, LinkKind, LinkSpec
@@ -165,3 +166,35 @@ def test_more_bandwidth_never_predicts_a_slower_transfer(
 
 def test_predicted_ttft_adds_its_parts() -> None:
     assert predicted_ttft_s(0.1, 0.2, 0.3, 0.4) == pytest.approx(1.0)
+
+
+def test_at_the_end_of_prefill_a_crowded_line_sends_p_md_through_the_least_loaded_relay() -> None:
+    # 1 GB of KV MD lacks: 1 s alone on the line, 5 s as a fifth flow; the target is 2 s.
+    busy = DecodeState(active=7, max_batch=8, free_kv_tokens=1_000_000)
+    free = DecodeState(active=0, max_batch=8, free_kv_tokens=1_000_000)
+    sla = SLA(ttft_p90_s=2.0, ttft_p99_s=5.0)
+    main = DecodeState(active=0, max_batch=8, free_kv_tokens=10_000_000, hit_tokens=200_000)
+
+    def check(flows: int, elapsed_s: float) -> int:
+        return relay_at_prefill_end(
+            elapsed_s, input_tokens=1_200_000, main=main, relays=[busy, free],
+            wan=WAN._replace(flows=flows), rdma=RDMA, kv_bytes_per_token=KV, sla=sla,
+        )  # fmt: skip
+
+    assert check(flows=0, elapsed_s=0.5) == -1  # 0.5 + 1.02 s fits the target
+    assert check(flows=4, elapsed_s=0.5) == 1  # 0.5 + 5.02 s does not: the idle relay
+    assert check(flows=0, elapsed_s=1.5) == 1  # the queue and prefill took the budget
+    # The relay path must be sooner: its RDMA transfer of the whole prompt (12 s) is not.
+    slow = RDMA._replace(bandwidth_gbps=0.8)
+    assert relay_at_prefill_end(
+        0.5, input_tokens=1_200_000, main=main, relays=[free], wan=WAN._replace(flows=4),
+        rdma=slow, kv_bytes_per_token=KV, sla=sla,
+    ) == -1  # fmt: skip
+
+
+def test_at_the_end_of_prefill_p_md_stands_without_a_relay() -> None:
+    crowded = WAN._replace(flows=50)
+    assert relay_at_prefill_end(
+        1.0, input_tokens=1_000_000, main=IDLE_MD, relays=[], wan=crowded, rdma=RDMA,
+        kv_bytes_per_token=KV, sla=SLA(ttft_p90_s=2.0, ttft_p99_s=5.0),
+    ) == -1  # fmt: skip

@@ -2,11 +2,13 @@
 
 The goal (issue 13) is live TTFT P50 and P90 within 15% of the simulator's and the pipeline
 mix within 2 points. ``test_the_live_plane_meets_the_parity_goal`` asserts exactly that; it is
-marked xfail (not strict) because the goal is not met yet on a shared, loaded 2-core box, where
-each of the seven Python processes a request crosses adds tens of milliseconds of scheduling
-delay to warm turns the simulator serves in 0.1-0.3 s (docs/dataplane.md, "pdd parity"). What
-is guaranteed is asserted without condition: every request served on both sides, the table
-and the traced timelines printed, no agent traceback.
+marked xfail (not strict) because on the shared 2-core box it holds at a load average near 2
+(P50 1.09-1.11x, P90 1.04-1.05x, mix 0 points in three runs) but only in two runs of four at a
+load of 7-11, where P50 comes out 1.14-1.18x (1.35x when a load spike hits the run), from the
+hops the simulator does not model and its prefix match at arrival (docs/dataplane.md, "Parity:
+where the time goes"). What is guaranteed is asserted without
+condition: every request served on both sides, WAN bytes at the real size, the table and the
+traced timelines printed, no agent traceback.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ def test_parity_serves_every_request_on_both_sides_and_prints_the_table(
     shares = [_row(output, f"mix {p}") for p in ("P-MD", "P-RLD-MD", "P-RLD")]
     assert sum(float(s[0].rstrip("%")) for s in shares) == pytest.approx(100, abs=0.2)
     assert sum(float(s[1].rstrip("%")) for s in shares) == pytest.approx(100, abs=0.2)
+    # The API's usage.pdd.wan_bytes (what the table sums) is at the real size: at the wire
+    # size (payload_scale 0.001) the live side would be a thousandth of the simulated one.
+    assert 0.5 <= _ratio(output, "WAN GB") <= 2.0
     assert tracebacks(run_dir) == []
 
 
@@ -82,7 +87,7 @@ def test_the_trace_gives_the_live_milestones_of_the_p50_request(
 
 
 @pytest.mark.xfail(
-    reason="goal of issue 13 not yet met on a loaded shared box (docs/dataplane.md)", strict=False
+    reason="P50 at the edge of the goal on a loaded shared box (docs/dataplane.md)", strict=False
 )
 def test_the_live_plane_meets_the_parity_goal(parity: tuple[str, Path]) -> None:
     output, _ = parity

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pdd_core.agent.gateway_types import (
     Outcome,
     PddUsage,
     RecordContext,
     Route,
     gateway_record,
+    real_bytes,
 )
 from pdd_core.routing import Pipeline
 from pdd_core.specs import SLA
@@ -63,12 +66,21 @@ def test_the_record_judges_the_sla_by_the_products_one_rule_the_p90_targets() ->
     assert met(1.9, 0.07) is False
 
 
-def test_the_journal_gives_wan_bytes_at_the_real_size_not_the_wire_scale() -> None:
-    outcome = Outcome("cmpl-4", ROUTE, tokens=[5] * 4, pdd=PddUsage(wan_bytes=1_820_711))
-    scaled = RecordContext("acme", "abc", "deepseek-v3", "dc-a", "gateway", payload_scale=0.001)
+def test_wire_bytes_become_real_bytes_with_only_the_kv_payload_scaled_back() -> None:
+    # 1.8 MB of KV at 1/1000 of its size, plus 20,711 bytes of frame headers and token ids.
+    assert real_bytes(1_820_711, 1_800_000, 0.001) == 1_800_000_000 + 20_711
+    assert real_bytes(1_820_711, 1_800_000, 1.0) == 1_820_711
+    assert real_bytes(3, 3, 0.5) == 6
+    assert real_bytes(0, 0, 0.001) == 0
+    with pytest.raises(ValueError, match="payload_scale"):
+        real_bytes(10, 10, 0.0)
+    with pytest.raises(ValueError, match="kv_bytes"):
+        real_bytes(10, 11, 0.001)
 
-    record = gateway_record(outcome, ROUTE, scaled, SLA(), failed=False).to_json()
-    unscaled = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=False).to_json()
+
+def test_the_journal_gives_the_outcomes_wan_bytes_which_are_real_bytes() -> None:
+    outcome = Outcome("cmpl-4", ROUTE, tokens=[5] * 4, pdd=PddUsage(wan_bytes=1_820_711_000))
+
+    record = gateway_record(outcome, ROUTE, CONTEXT, SLA(), failed=False).to_json()
 
     assert record["wan_bytes"] == 1_820_711_000
-    assert unscaled["wan_bytes"] == 1_820_711

@@ -93,11 +93,12 @@ async def test_the_gateway_decides_as_pdd_core_predict_does_on_the_same_state(
     from pdd_core.predict import DecodeState, LinkState, PrefillState, predict
 
     # Given: a prefix held by p-1 and md-1, and one request already routed (a queued prefill,
-    # decode slots held and a WAN flow in flight).
+    # decode slots held and, its prefill reported ended, a WAN flow in flight).
     shared = [i % 250 for i in range(320)]
     await cache_event(gateway, "p-1", block_hashes(shared, 16))
     await cache_event(gateway, "md-1", block_hashes(shared, 16))
     earlier = gateway.route(list(range(1, 200)), 16, {})
+    gateway.flow_starts(earlier, 199)
     prompt = [*shared, *range(40)]
 
     # When: the gateway routes, and predict() gets the state the simulator would fill.
@@ -143,6 +144,71 @@ async def test_the_gateway_decides_as_pdd_core_predict_does_on_the_same_state(
     assert route.predicted_ttft_s == expected.predicted_ttft_s
     assert route.rejected is expected.rejected
     assert (route.hit_tokens_p, route.hit_tokens_md) == (320, 320)
+
+
+async def test_a_kv_transfer_is_on_the_line_from_the_end_of_its_prefill_until_it_lands(
+    gateway: Gateway,
+) -> None:
+    # As the simulator's line counts it: not while the request queues or prefills.
+    first = gateway.route(list(range(100)), 16, {"pipeline": "P-MD"})
+    second = gateway.route(list(range(200)), 16, {"pipeline": "P-MD"})
+    routed = gateway._wan_state().flows
+
+    gateway.flow_starts(first, 100)
+    gateway.flow_starts(second, 200)
+    both = gateway._wan_state().flows
+    gateway.flow_ends(first)
+    gateway.flow_ends(first)  # idempotent
+    one = gateway._wan_state().flows
+    gateway.release(second)  # a request that ends before its KV landed leaves the line too
+
+    assert (routed, both, one, gateway._wan_state().flows) == (0, 2, 1, 0)
+    assert gateway.admission.held["md-0"] + gateway.admission.held["md-1"] == 1  # first's slot
+
+
+async def test_at_the_end_of_prefill_a_crowded_line_relays_a_p_md_route_as_the_simulator_does(
+    gateway: Gateway,
+) -> None:
+    from pdd_core.predict import DecodeState, relay_at_prefill_end
+
+    # Given: a P-MD route (md-0 holds all but 16 of its 320 tokens: 8 KB at 50 Mbps, 11.3 ms
+    # alone on the line with its round trip, 23 ms as the tenth flow) whose prefill ends
+    # 4.985 s after its arrival (the target is 5 s).
+    prompt = [i % 250 for i in range(320)]
+    await cache_event(gateway, "md-0", block_hashes(prompt[:304], 16))
+    route = gateway.route(prompt, 16, {})
+    others = [gateway.route(list(range(1, 30)), 16, {"pipeline": "P-MD"}) for _ in range(9)]
+    assert (route.pipeline, route.main, route.forced) == (Pipeline.P_MD, "md-0", False)
+
+    # When: it is checked on a quiet line, then with the 9 others' KV on the line.
+    quiet = gateway.recheck(route, 320, 4.985)
+    for other in others:
+        gateway.flow_starts(other, 29)
+    crowded = gateway.recheck(route, 320, 4.985)
+
+    # Then: quiet, P-MD stands; crowded, P-RLD-MD through rld-0, whose slot is now held.
+    assert quiet == route
+    assert (crowded.pipeline, crowded.relay) == (Pipeline.P_RLD_MD, "rld-0")
+    assert (crowded.main, crowded.ticket, crowded.prefill) == (
+        route.main,
+        route.ticket,
+        route.prefill,
+    )
+    assert gateway.admission.held["rld-0"] == 1
+    held = gateway.admission.held[route.main]
+    step = gateway.predictor.decode_step_s("main", held)
+    expected = relay_at_prefill_end(
+        4.985, input_tokens=320,
+        main=DecodeState(held, gateway.config.limits.decode_batch, 1 << 62, step_s=step,
+                         hit_tokens=304),
+        relays=[DecodeState(0, gateway.config.limits.relay_batch, 1 << 62)],
+        wan=gateway._wan_state(), rdma=None,
+        kv_bytes_per_token=gateway.predictor.kv_bytes_per_token, sla=gateway.config.sla,
+    )  # fmt: skip
+    assert expected == 0
+    gateway.release(crowded)
+    assert gateway.admission.held["rld-0"] == 0
+    assert gateway.admission.held[route.main] == held - 1
 
 
 def test_with_no_decode_stage_the_error_names_it_and_why_each_agent_is_out(
