@@ -297,7 +297,7 @@ class GatewayApi:
                 job.outcome = seen
         except UpstreamError as exc:
             job.error = str(exc)
-            raise HttpError(502, str(exc), "server_error", "upstream_error") from None
+            raise HttpError(exc.status, str(exc), "server_error", exc.code) from None
         job.failed = False
         job.delivered = job.completion.count
         body = job.completion.full(job.outcome, job.route)
@@ -318,7 +318,7 @@ class GatewayApi:
                     job.delivered += len(fresh)
             except UpstreamError as exc:
                 job.error = str(exc)
-                error = HttpError(502, str(exc), "server_error", "upstream_error")
+                error = HttpError(exc.status, str(exc), "server_error", exc.code)
                 await response.write_eof(event(error.body()) + DONE)
                 return response
             job.failed = False

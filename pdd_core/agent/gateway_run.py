@@ -27,6 +27,7 @@ from pdd_core.agent.admission import Admission
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.gateway_types import (
     Outcome,
+    RequestTimedOut,
     Route,
     StreamMerge,
     UpstreamError,
@@ -202,6 +203,12 @@ class RequestRunner:
                 except TimeoutError:
                     if merge.complete:
                         break
+                    if time.monotonic() >= deadline:
+                        limit = self.config.limits.request_timeout_s
+                        raise RequestTimedOut(
+                            f"the request ran past the gateway's limit of {limit:g} s "
+                            f"(limits.request_timeout_s) after {len(outcome.tokens)} output tokens"
+                        ) from None
                     silent = self._silent(attempt, merge.delivered)
                     raise AgentLost(f"timed out waiting for {silent}", silent) from None
                 if frame is None:

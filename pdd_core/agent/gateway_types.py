@@ -22,6 +22,17 @@ from pdd_core.specs import SLA
 class UpstreamError(Exception):
     """The request failed inside the data plane (an agent died, timed out or reported an error)."""
 
+    status = 502
+    code = "upstream_error"
+
+
+class RequestTimedOut(UpstreamError):
+    """The request ran past the gateway's own bound (``limits.request_timeout_s``): no agent
+    failed, so it is neither resumed elsewhere nor blamed on one."""
+
+    status = 504
+    code = "request_timeout"
+
 
 @dataclass(frozen=True, slots=True)
 class Route:

@@ -25,6 +25,7 @@ from tests.system.conftest import (
     running_plane,
     start_plane,
     stream_killing,
+    tracebacks,
     wait_until,
 )
 from tests.system.test_pipelines import reference
@@ -63,6 +64,33 @@ def test_max_tokens_beyond_the_window_is_capped_to_what_it_leaves(plane: DataPla
     assert status == 200
     assert body["usage"]["prompt_tokens"] == 250
     assert body["usage"]["completion_tokens"] == len(reference(prompt, 50))
+
+
+def test_a_request_past_the_gateways_time_limit_is_a_504_naming_it(tmp_path: Path) -> None:
+    """A long generation that outlives ``limits.request_timeout_s`` is the gateway's own bound,
+    not a silent agent: 504 naming the limit, never resumed on another agent."""
+    slow = start_plane(
+        tmp_path, TINY,
+        limits={"request_timeout_s": 2.0, "idle_timeout_s": 3.0},
+        engine={"decode_step_s": 0.05},  # 400 tokens take 20 s
+    )  # fmt: skip
+    try:
+        prompt = "story 0"  # the tiny model's greedy output has no EOS in its first 400 tokens
+        assert len(reference(prompt, 400)) == 400
+        body = {"prompt": prompt, "max_tokens": 400, "pdd": {"pipeline": "P-RLD"}}
+        status, _, whole = post(slow, "/v1/completions", body)
+        _, _, events = post(slow, "/v1/completions", {**body, "stream": True})
+    finally:
+        slow.stop()
+
+    assert status == 504, whole
+    assert whole["error"]["code"] == "request_timeout"
+    assert "limits.request_timeout_s" in whole["error"]["message"]
+    errors = [e for e in events if isinstance(e, dict) and "error" in e]
+    assert [e["error"]["code"] for e in errors] == ["request_timeout"], events
+    assert tracebacks(slow.run_dir) == []
+    log = (slow.run_dir / "gateway.log").read_text()
+    assert "resuming" not in log  # nothing blamed, nothing retried
 
 
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:
