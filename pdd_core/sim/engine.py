@@ -374,7 +374,7 @@ class Simulator(Features):
             elif isinstance(flight.relay, Seq):
                 self._relay_of(flight.relay).probe(flight.relay, t)
 
-        est = perf.extend_time(self.model, md.chip, tokens, context, md.tp).seconds
+        est = md.extend_s(tokens, context)
         nbytes = tokens * self._kv_per_token
         assert self.wan is not None
         if ship_kv_instead(est, link_s(self._wan_state(), nbytes)):

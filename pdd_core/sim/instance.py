@@ -49,7 +49,7 @@ from collections import deque
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import DecodeState, occupancy
-from pdd_core.sim.steps import StepModel, prefill_s, prefill_timing
+from pdd_core.sim.steps import PrefillMemo, StepModel, prefill_s, prefill_timing
 from pdd_core.sim.work import Host, Job, Seq, StepClock
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
@@ -73,7 +73,7 @@ class Instance(StepModel):
         max_batch: int,
         chunk_tokens: int,
         cache: RadixCache | None = None,
-        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
+        memo: PrefillMemo | None = None,
     ) -> None:
         super().__init__(model, chip, tp, memo)
         self.host = host
