@@ -45,6 +45,7 @@ def prefill_memo(model: ModelSpec, chip: ChipSpec, tp: perf.ShapeLike) -> Prefil
     """The shared prefill-time memo of ``model`` on ``chip`` with shape ``tp``."""
     return _MEMOS.setdefault((model, chip, tp), {})
 
+
 # Context per sequence of the second point used to fit the decode-step lines (any large value).
 LINE_PROBE_TOKENS = 1 << 20
 
