@@ -106,12 +106,12 @@ class Features:
         """``predict.choose_relay``'s rule (least ``decode_load``, lower index on ties)."""
         return least([i.load for i in instances])
 
-    def _relay_now(self, flight: Flight, now: float) -> bool:
+    def _relay_now(self, flight: Flight, now: float, hit: int) -> bool:
         """Check P-MD again when the KV is ready (``predict.relay_instead``, with the line's
-        flows and the decoders' queues of now); switch to the relay if it is sooner."""
+        flows and the decoders' queues of now, ``hit`` MD's DRC hit now, 0 without DRC);
+        switch to the relay if it is sooner."""
         request = flight.request
         md = self.decode[flight.md_index]
-        hit = self._hit(md, request) if self.config.drc else 0
         size = request.input_tokens
         kv = self._kv_per_token
         wan_s = link_s(self._wan_state(), (size - hit) * kv)

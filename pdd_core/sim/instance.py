@@ -269,8 +269,12 @@ class Instance(StepModel):
         # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
         # take what they still had with them (a finished one's overshoot comes back).
         remaining = self._remaining - k * size
-        todo = list(self._probed)  # tickets (a sequence may be in twice)
         ends = self._ends
+        if not self._probed and (not ends or ends[0][0] > clock):  # nobody leaves or is asked
+            self.kv_used += k * size
+            self._remaining = remaining
+            return
+        todo = list(self._probed)  # tickets (a sequence may be in twice)
         while ends and ends[0][0] <= clock:
             _, ticket, seq = heapq.heappop(ends)
             if seq.ticket == ticket:

@@ -119,7 +119,8 @@ class StepModel:
     def step_time(self, batch: int, total_context: int) -> float:
         """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
         from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
-        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
+        lines = self._step_lines.get(batch)
+        c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
         return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
