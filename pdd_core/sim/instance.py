@@ -419,14 +419,16 @@ class Instance(StepModel):
 
     def _start_next(self, now: float) -> None:
         self._kind = "admit"  # callbacks of admission must not start an iteration
-        self._admit(now)
-        if self.batch:
+        if self.waiting:
+            self._admit(now)
+        batch = self.batch
+        if len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
             self._make_room()
-        if self.jobs and self.batch:
+        if self.jobs and batch:
             self._start_mixed(now)
         elif self.jobs:
             self._start_prefill(now)
-        elif self.batch:
+        elif batch:
             self._start_decode(now)
         else:
             self._kind = ""
