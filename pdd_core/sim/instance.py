@@ -132,15 +132,18 @@ class Instance(StepModel):
         """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
         active = len(self.batch)
         remaining = self._remaining / active if active else 0.0
+        # Positional, in the fields' order (active, max_batch, free_kv_tokens, waiting, step_s,
+        # mean_remaining_tokens, hit_tokens, kv_capacity_tokens): half the cost of keywords,
+        # and every arrival builds one per decoder.
         return DecodeState(
-            active=active,
-            max_batch=self.max_batch,
-            free_kv_tokens=self.kv_tokens - self.kv_used,
-            waiting=len(self.waiting),
-            step_s=self.last_step_s,
-            mean_remaining_tokens=remaining,
-            hit_tokens=hit_tokens,
-            kv_capacity_tokens=self.kv_tokens,
+            active,
+            self.max_batch,
+            self.kv_tokens - self.kv_used,
+            len(self.waiting),
+            self.last_step_s,
+            remaining,
+            hit_tokens,
+            self.kv_tokens,
         )
 
     # ---- work arriving ----------------------------------------------------------------------
