@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 
-from pdd_core import perf
+from pdd_core import perf, profile
 from pdd_core.specs import ChipSpec, ModelSpec
+from pdd_core.specs.shape import as_shape
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -35,14 +36,18 @@ MEMO_LIMIT = 1 << 16
 
 PrefillMemo = dict[tuple[int, int, int], perf.Timing]
 
-# Prefill times by (new, cached, batch), one memo per (model, chip, shape): every instance of
-# that kind, in every run of this process, shares it, so the frozen specs are hashed once per
-# instance instead of once per pass (``perf.prefill_time`` is a pure function of its inputs).
+# Roofline prefill times by (new, cached, batch), one memo per (model, chip, shape): every
+# instance of that kind, in every run of this process, shares it, so the frozen specs are hashed
+# once per instance instead of once per pass (the roofline is a pure function of its inputs).
 _MEMOS: dict[tuple[ModelSpec, ChipSpec, perf.ShapeLike], PrefillMemo] = {}
 
 
 def prefill_memo(model: ModelSpec, chip: ChipSpec, tp: perf.ShapeLike) -> PrefillMemo:
-    """The shared prefill-time memo of ``model`` on ``chip`` with shape ``tp``."""
+    """A prefill-time memo for an instance of ``model`` on ``chip`` with shape ``tp``: the
+    shared one while the roofline times it, a fresh one while a measured profile does (a
+    profile can be registered or dropped between runs, so its times are kept for one run)."""
+    if profile.lookup(model, chip, as_shape(tp).chips) is not None:
+        return {}
     return _MEMOS.setdefault((model, chip, tp), {})
 
 
