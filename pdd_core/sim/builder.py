@@ -103,7 +103,6 @@ def _instances(
                 f"pools: {model.id} does not fit on {pool.shape.label()} x {chip.id} "
                 f"(site {pool.site})"
             )
-        memo: dict[tuple[int, int, int], perf.Timing] = {}  # one per pool: same chip, shape
         for number in range(pool.instances):
             radix = None
             kv_tokens = capacity
@@ -126,7 +125,6 @@ def _instances(
                     max_batch=config.max_batch,
                     chunk_tokens=config.prefill_chunk_tokens,
                     cache=radix,
-                    memo=memo,
                 )
             )
     return instances

@@ -25,11 +25,11 @@ decoding instance admits the sequence, so a lone request's TTFT is exactly prefi
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -92,6 +92,7 @@ class Simulator(Features):
         self.records: list[RequestRecord] = []
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
+        self._next_seq = self._seq.__next__  # bound once: ``schedule`` runs per event
         self._progress = progress
         self._sessions: ClosedLoop | None = None
         # Relayed sequences waiting for room at each MD before their handoff (FIFO).
@@ -109,7 +110,7 @@ class Simulator(Features):
     # ---- Host protocol --------------------------------------------------------------------
 
     def schedule(self, t: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._heap, (t, next(self._seq), fn))
+        heappush(self._heap, (t, self._next_seq(), fn))
 
     def on_seq_finished(self, seq: Seq, now: float) -> None:
         flight = seq.flight
@@ -185,7 +186,7 @@ class Simulator(Features):
 
         pull()
         while heap:
-            t, _, fn = heapq.heappop(heap)
+            t, _, fn = heappop(heap)
             self.now = t
             fn()
         return self.records
@@ -277,26 +278,32 @@ class Simulator(Features):
             self.schedule(now + delay, lambda: target.add_seq(seq, self.now))
         elif self.policy is Policy.NAIVE_CROSS_DC:
             self._to_md(flight, self._least_loaded(self.decode), now)
-        elif pipeline is Pipeline.P_MD and not self._relay_now(flight, now):
-            self._to_md(flight, flight.md_index, now)
+        elif pipeline is Pipeline.P_MD:
+            # MD's DRC hit now, read once for the check and the transfer (``peek`` is pure).
+            hit = self._hit(self.decode[flight.md_index], request) if self.config.drc else 0
+            if self._relay_now(flight, now, hit):
+                self._to_relay(flight, now, hit)
+            else:
+                self._to_md(flight, flight.md_index, now, hit)
         else:
             self._to_relay(flight, now)
 
-    def _wan_bytes(self, flight: Flight, md: Instance) -> float:
+    def _wan_bytes(self, flight: Flight, md: Instance, hit: int | None = None) -> float:
+        """Bytes of the KV ``md`` lacks; ``hit``: its DRC hit if already read at this moment."""
         request = flight.request
         if self.policy is Policy.PDD and self.config.drc:
-            flight.hit_md = self._hit(md, request)
+            flight.hit_md = self._hit(md, request) if hit is None else hit
         return (request.input_tokens - flight.hit_md) * self._kv_per_token
 
     def _drc_insert(self, md: Instance, request: Request) -> None:
         if self.config.drc and md.cache is not None:
             remember(md.cache, request.block_hashes)
 
-    def _to_md(self, flight: Flight, index: int, now: float) -> None:
+    def _to_md(self, flight: Flight, index: int, now: float, hit: int | None = None) -> None:
         """Ship the KV MD lacks over the WAN; MD starts decoding when it lands."""
         assert self.wan is not None
         md = self.decode[index]
-        nbytes = self._wan_bytes(flight, md)
+        nbytes = self._wan_bytes(flight, md, hit)
         flight.wan_bytes = nbytes
 
         def landed(t: float) -> None:
@@ -309,7 +316,7 @@ class Simulator(Features):
 
         self.wan.start(nbytes, now, landed)
 
-    def _to_relay(self, flight: Flight, now: float) -> None:
+    def _to_relay(self, flight: Flight, now: float, hit: int | None = None) -> None:
         """RDMA to RLD (and, unless singular, the WAN to MD at the same time)."""
         request = flight.request
         relay = self.relay[flight.relay_index]
@@ -329,7 +336,7 @@ class Simulator(Features):
             return
         assert self.wan is not None
         md = self.decode[flight.md_index]
-        nbytes = self._wan_bytes(flight, md)
+        nbytes = self._wan_bytes(flight, md, hit)
         flight.wan_bytes = nbytes
 
         def landed(t: float) -> None:
@@ -374,7 +381,7 @@ class Simulator(Features):
             elif isinstance(flight.relay, Seq):
                 self._relay_of(flight.relay).probe(flight.relay, t)
 
-        est = perf.extend_time(self.model, md.chip, tokens, context, md.tp).seconds
+        est = md.extend_s(tokens, context)
         nbytes = tokens * self._kv_per_token
         assert self.wan is not None
         if ship_kv_instead(est, link_s(self._wan_state(), nbytes)):

@@ -105,12 +105,12 @@ class Features:
         """``predict.choose_relay``'s rule (least ``decode_load``, lower index on ties)."""
         return least([i.load for i in instances])
 
-    def _relay_now(self, flight: Flight, now: float) -> bool:
+    def _relay_now(self, flight: Flight, now: float, hit: int) -> bool:
         """Check P-MD again when the KV is ready (``predict.relay_at_prefill_end``, with the
-        line's flows and the decoders' queues of now); switch to the relay if it is sooner."""
+        line's flows and the decoders' queues of now, ``hit`` MD's DRC hit now, 0 without
+        DRC); switch to the relay if it is sooner."""
         request = flight.request
         md = self.decode[flight.md_index]
-        hit = self._hit(md, request) if self.config.drc else 0
         relay_index = relay_at_prefill_end(
             now - flight.arrival_s,
             input_tokens=request.input_tokens,

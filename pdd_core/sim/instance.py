@@ -26,18 +26,31 @@ next step, the most recently admitted sequences are preempted (vLLM's recompute 
 pages are freed, they go back to the head of the queue, and on readmission their context is
 recomputed by a prefill pass before they decode again. The first token of a request is the one
 sampled at the end of its prefill: the decoding instance emits it when it admits the sequence.
+
+Bookkeeping is per change, not per sequence and step: every sequence of a batch advances by
+the same steps, so the instance counts its steps (``_clock``) and a sequence's counters are
+brought up to date from that count only when it leaves the batch or is asked about (a probe);
+the batch's total context, the tokens it still owes and the step at which each sequence ends
+(a heap) are kept as aggregates. Token times work the same way: a sequence that stays in the
+batch has the same gap at every segment (the segment's first token minus the previous one's
+last), so the instance keeps those gaps once (a stack of suffix maxima) and a sequence takes
+the largest since it joined when it leaves. Only the sequences that joined since the last
+segment, finish, or are probed are touched one by one, in batch order, so the results are
+those of updating every sequence at every segment.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+from bisect import bisect_left
 from collections import deque
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.predict import DecodeState, occupancy
-from pdd_core.sim.steps import StepModel, prefill_s, prefill_timing
-from pdd_core.sim.work import Host, Job, Seq
+from pdd_core.sim.steps import PrefillMemo, StepModel, prefill_s, prefill_timing
+from pdd_core.sim.work import Host, Job, Seq, StepClock
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
 __all__ = ["Host", "Instance", "Job", "Seq", "prefill_s", "prefill_timing"]
@@ -60,7 +73,7 @@ class Instance(StepModel):
         max_batch: int,
         chunk_tokens: int,
         cache: RadixCache | None = None,
-        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
+        memo: PrefillMemo | None = None,
     ) -> None:
         super().__init__(model, chip, tp, memo)
         self.host = host
@@ -71,7 +84,7 @@ class Instance(StepModel):
         self.chunk_tokens = chunk_tokens
         self.cache = cache
         self.jobs: deque[Job] = deque()
-        self.batch: list[Seq] = []
+        self.batch: dict[int, Seq] = {}  # by ticket: insertion (admission) order
         self.waiting: deque[Seq] = deque()
         self.kv_used = 0
         self.backlog_s = 0.0
@@ -87,6 +100,20 @@ class Instance(StepModel):
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
         self._remaining = 0  # tokens still to emit, summed over the running batch
+        self._clock = StepClock()  # decode steps settled on this instance
+        self._tickets = 0  # the next sequence's place in the batch order
+        self._context = 0  # context tokens, summed over the running batch
+        self._ends: list[tuple[int, int, Seq]] = []  # (step it ends at, ticket, seq); lazy
+        self._fresh: list[tuple[int, Seq]] = []  # joined since the last segment
+        self._probed: dict[int, Seq] = {}  # sequences of the batch with a probe pending
+        self._last = math.nan  # the last token time of the latest segment
+        self._segments = 0  # segments settled (the index of the next one)
+        # Suffix maxima of the segments' gaps: indices increasing, gaps decreasing.
+        self._gap_at: list[int] = []
+        self._gap_max: list[float] = []
+        # While a segment settles: the sequences still to visit, and the ticket visited.
+        self._todo: list[int] | None = None
+        self._cursor = -1
 
     # ---- load, as the router sees it ------------------------------------------------------
 
@@ -105,15 +132,18 @@ class Instance(StepModel):
         """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
         active = len(self.batch)
         remaining = self._remaining / active if active else 0.0
+        # Positional, in the fields' order (active, max_batch, free_kv_tokens, waiting, step_s,
+        # mean_remaining_tokens, hit_tokens, kv_capacity_tokens): half the cost of keywords,
+        # and every arrival builds one per decoder.
         return DecodeState(
-            active=active,
-            max_batch=self.max_batch,
-            free_kv_tokens=self.kv_tokens - self.kv_used,
-            waiting=len(self.waiting),
-            step_s=self.last_step_s,
-            mean_remaining_tokens=remaining,
-            hit_tokens=hit_tokens,
-            kv_capacity_tokens=self.kv_tokens,
+            active,
+            self.max_batch,
+            self.kv_tokens - self.kv_used,
+            len(self.waiting),
+            self.last_step_s,
+            remaining,
+            hit_tokens,
+            self.kv_tokens,
         )
 
     # ---- work arriving ----------------------------------------------------------------------
@@ -130,6 +160,11 @@ class Instance(StepModel):
     def probe(self, seq: Seq, now: float) -> None:
         """Ask for ``host.on_probe(seq)`` at the end of the step in flight (a handoff point)."""
         seq.probe = True
+        ticket = seq.ticket
+        if ticket >= 0 and self.batch.get(ticket) is seq:
+            self._probed[ticket] = seq
+            if self._todo is not None and ticket > self._cursor:
+                heapq.heappush(self._todo, ticket)  # later in this segment's order
         self._wake(now)
 
     def withdraw(self, seq: Seq) -> bool:
@@ -195,52 +230,137 @@ class Instance(StepModel):
         # comparisons with the same result: this loop is the hot path).
         last = now if k > 1 else first
         inner_gap = self._s1 if k > 1 else 0.0
-        keep: list[Seq] = []
         batch = self.batch
+        size = len(batch)
         main = Role.MAIN_DECODE
-        host = self.host
-        # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
-        # take what they still had with them (a finished one's overshoot comes back).
-        remaining = self._remaining - k * len(batch)
-        for seq in batch:
+        fresh, self._fresh = self._fresh, []
+        joined = 0
+        after = self._segments + 1
+        for ticket, seq in fresh:  # first segment here: the gap from the token before
+            if seq.ticket != ticket:
+                continue
+            joined += 1
             flight = seq.flight
-            if seq.done == 0 and seq.role is main:
+            if seq._done == 0 and seq.role is main:
                 flight.md_first_s = first
             if flight.first_token_s != flight.first_token_s:  # NaN: no token yet
                 flight.first_token_s = first
                 gap = inner_gap
             else:
                 gap = first - flight.last_token_s
-                if inner_gap > gap:  # noqa: PLR1730 - max() is a call per sequence and step
+                if inner_gap > gap:  # noqa: PLR1730 - max() is a call per sequence
                     gap = inner_gap
             if gap > flight.max_gap_s:  # noqa: PLR1730 - as above
                 flight.max_gap_s = gap
             flight.last_token_s = last
-            seq.done += k
-            seq.context += k
-            seq.allocated += k
-            left = seq.remaining - k
-            seq.remaining = left
-            if left <= 0:
-                remaining -= left
+            seq.gap_from = after
+        if size > joined:  # the others' last token was the previous segment's last
+            gap = first - self._last
+            if inner_gap > gap:  # noqa: PLR1730 - as above
+                gap = inner_gap
+            gap_max = self._gap_max
+            while gap_max and gap_max[-1] <= gap:
+                gap_max.pop()
+                self._gap_at.pop()
+            gap_max.append(gap)
+            self._gap_at.append(self._segments)
+        self._segments = after
+        self._last = last
+        clock = self._clock.steps + k
+        self._clock.steps = clock
+        self._context += k * size
+        # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
+        # take what they still had with them (a finished one's overshoot comes back).
+        remaining = self._remaining - k * size
+        ends = self._ends
+        if not self._probed and (not ends or ends[0][0] > clock):  # nobody leaves or is asked
+            self.kv_used += k * size
+            self._remaining = remaining
+            return
+        todo = list(self._probed)  # tickets (a sequence may be in twice)
+        while ends and ends[0][0] <= clock:
+            _, ticket, seq = heapq.heappop(ends)
+            if seq.ticket == ticket:
+                todo.append(ticket)
+        heapq.heapify(todo)
+        self._todo = todo
+        gone: list[int] = []
+        host = self.host
+        while todo:  # in batch order, as the callbacks may probe sequences further on
+            ticket = heapq.heappop(todo)
+            seq = batch[ticket]
+            if ticket == self._cursor or seq.ticket != ticket:
+                continue
+            self._cursor = ticket
+            self._sync(seq)
+            if seq._remaining <= 0:
+                remaining -= seq._remaining
+                self._leave(seq)
+                gone.append(ticket)
                 self._release(seq)
                 host.on_seq_finished(seq, now)
             elif seq.probe:
                 seq.probe = False
+                del self._probed[ticket]
                 if host.on_probe(seq, now):
-                    remaining -= seq.remaining
+                    remaining -= seq._remaining
+                    self._leave(seq)
+                    gone.append(ticket)
                     self._release(seq)
-                else:
-                    keep.append(seq)
-            else:
-                keep.append(seq)
-        self.kv_used += k * len(batch)
-        self.batch = keep
+        self._todo = None
+        self._cursor = -1
+        self.kv_used += k * size
+        for ticket in gone:
+            del batch[ticket]
+        if not batch:
+            self._gap_at.clear()
+            self._gap_max.clear()
         self._remaining = remaining
 
+    def _join(self, seq: Seq) -> None:
+        """Put an admitted (or rebuilt) sequence at the end of the running batch."""
+        ticket = self._tickets
+        self._tickets = ticket + 1
+        seq.ticket = ticket
+        seq.clock = self._clock
+        seq.mark = self._clock.steps
+        seq.gap_from = -1
+        self.batch[ticket] = seq
+        self._remaining += seq._remaining
+        self._context += seq._context
+        heapq.heappush(self._ends, (seq.mark + seq._remaining, ticket, seq))
+        self._fresh.append((ticket, seq))
+        if seq.probe:
+            self._probed[ticket] = seq
+
+    def _sync(self, seq: Seq) -> None:
+        """Bring a running sequence's counters and its flight's token times up to date."""
+        clock = self._clock.steps
+        steps = clock - seq.mark
+        if steps:
+            seq.mark = clock
+            seq._done += steps
+            seq._context += steps
+            seq._allocated += steps
+            seq._remaining -= steps
+        if seq.gap_from >= 0:  # it has run here: the gaps of its later segments, if any
+            flight = seq.flight
+            at = bisect_left(self._gap_at, seq.gap_from)
+            if at < len(self._gap_at) and self._gap_max[at] > flight.max_gap_s:
+                flight.max_gap_s = self._gap_max[at]
+            flight.last_token_s = self._last
+            seq.gap_from = self._segments
+
+    def _leave(self, seq: Seq) -> None:
+        """Take a synced sequence out of the batch's aggregates (the caller drops it)."""
+        self._context -= seq._context
+        self._probed.pop(seq.ticket, None)
+        seq.ticket = -1
+        seq.clock = None
+
     def _release(self, seq: Seq) -> None:
-        self.kv_used -= seq.allocated
-        seq.allocated = 0
+        self.kv_used -= seq._allocated
+        seq._allocated = 0
         seq.in_batch = False
 
     def _admit(self, now: float) -> None:
@@ -253,7 +373,7 @@ class Instance(StepModel):
                 break
             waiting.popleft()
             self.kv_used += need
-            seq.allocated = need
+            seq._allocated = need
             seq.in_batch = True
             if seq.preempted:
                 seq.preempted = False
@@ -265,22 +385,20 @@ class Instance(StepModel):
                 flight.token_at(now)
                 if seq.role is Role.MAIN_DECODE:
                     flight.md_first_s = now
-                seq.done = 1
-                seq.remaining -= 1
-                if seq.remaining <= 0:
+                seq._done = 1
+                seq._remaining -= 1
+                if seq._remaining <= 0:
                     self._release(seq)
                     self.host.on_seq_finished(seq, now)
                     continue
-            self.batch.append(seq)
-            self._remaining += seq.remaining
+            self._join(seq)
 
     def _recompute(self, seq: Seq, now: float) -> None:
         """Rebuild a preempted sequence's KV (a prefill of its context), then let it decode."""
 
         def rebuilt(t: float) -> None:
             if seq.in_batch:
-                self.batch.append(seq)
-                self._remaining += seq.remaining
+                self._join(seq)
 
         new = seq.context - seq.shared
         est = self.prefill_s(new, seq.shared)
@@ -291,10 +409,12 @@ class Instance(StepModel):
         """Preempt the newest sequences until the pool holds one more token per sequence."""
         batch = self.batch
         while len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
-            seq = batch.pop()
-            self._remaining -= seq.remaining
-            self.kv_used -= seq.allocated
-            seq.allocated = 0
+            _, seq = batch.popitem()
+            self._sync(seq)
+            self._remaining -= seq._remaining
+            self._leave(seq)
+            self.kv_used -= seq._allocated
+            seq._allocated = 0
             seq.in_batch = False
             seq.preempted = True
             self.preemptions += 1
@@ -302,14 +422,16 @@ class Instance(StepModel):
 
     def _start_next(self, now: float) -> None:
         self._kind = "admit"  # callbacks of admission must not start an iteration
-        self._admit(now)
-        if self.batch:
+        if self.waiting:
+            self._admit(now)
+        batch = self.batch
+        if len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
             self._make_room()
-        if self.jobs and self.batch:
+        if self.jobs and batch:
             self._start_mixed(now)
         elif self.jobs:
             self._start_prefill(now)
-        elif self.batch:
+        elif batch:
             self._start_decode(now)
         else:
             self._kind = ""
@@ -345,7 +467,7 @@ class Instance(StepModel):
         batch = self.batch
         b = len(batch)
         timing = self._take_chunks(max(1, self.chunk_tokens - b), now)
-        seconds = self.mixed_time(timing, b, sum(s.context for s in batch))
+        seconds = self.mixed_time(timing, b, self._context)
         self.last_step_s = seconds
         self._s0 = self._s1 = seconds
         self._steps = 1
@@ -353,20 +475,14 @@ class Instance(StepModel):
         self._start, self._end = now, now + seconds
 
     def _start_decode(self, now: float) -> None:
-        batch = self.batch
-        b = len(batch)
-        k = batch[0].remaining
-        total = 0
-        probe = False
-        for seq in batch:  # one pass: the fewest tokens left, any probe, the total context
-            left = seq.remaining
-            if left < k:  # noqa: PLR1730 - min() is a call per sequence and segment
-                k = left
-            if seq.probe:
-                probe = True
-            total += seq.context
+        b = len(self.batch)
+        ends = self._ends
+        while ends[0][2].ticket != ends[0][1]:  # entries of sequences that left
+            heapq.heappop(ends)
+        k = ends[0][0] - self._clock.steps  # the fewest tokens left
+        total = self._context
         # A probe is a handoff point after one step; the pool bounds the steps ahead.
-        if probe:
+        if self._probed:
             k = 1
         k = max(1, min(k, (self.kv_tokens - self.kv_used) // b))
         s0 = self.step_time(b, total)

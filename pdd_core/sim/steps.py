@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 
-from pdd_core import perf
+from pdd_core import perf, profile
 from pdd_core.specs import ChipSpec, ModelSpec
+from pdd_core.specs.shape import as_shape
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -30,8 +31,25 @@ def prefill_s(
     return prefill_timing(model, chip, new, cached, tp, batch=batch).seconds
 
 
-# Entries of an instance's prefill-time memo before it is cleared (bounds memory on long runs).
+# Entries of a prefill-time memo before it is cleared (bounds memory on long runs).
 MEMO_LIMIT = 1 << 16
+
+PrefillMemo = dict[tuple[int, int, int], perf.Timing]
+
+# Roofline prefill times by (new, cached, batch), one memo per (model, chip, shape): every
+# instance of that kind, in every run of this process, shares it, so the frozen specs are hashed
+# once per instance instead of once per pass (the roofline is a pure function of its inputs).
+_MEMOS: dict[tuple[ModelSpec, ChipSpec, perf.ShapeLike], PrefillMemo] = {}
+
+
+def prefill_memo(model: ModelSpec, chip: ChipSpec, tp: perf.ShapeLike) -> PrefillMemo:
+    """A prefill-time memo for an instance of ``model`` on ``chip`` with shape ``tp``: the
+    shared one while the roofline times it, a fresh one while a measured profile does (a
+    profile can be registered or dropped between runs, so its times are kept for one run)."""
+    if profile.lookup(model, chip, as_shape(tp).chips) is not None:
+        return {}
+    return _MEMOS.setdefault((model, chip, tp), {})
+
 
 # Context per sequence of the second point used to fit the decode-step lines (any large value).
 LINE_PROBE_TOKENS = 1 << 20
@@ -49,14 +67,14 @@ class StepModel:
         model: ModelSpec,
         chip: ChipSpec,
         tp: perf.ShapeLike,
-        memo: dict[tuple[int, int, int], perf.Timing] | None = None,
+        memo: PrefillMemo | None = None,
     ) -> None:
         self.model = model
         self.chip = chip
         self.tp = tp
         self._step_lines: dict[int, Lines] = {}
-        # Prefill times by (new, cached, batch); identical instances of a pool share one.
-        self._prefill_memo: dict[tuple[int, int, int], perf.Timing] = {} if memo is None else memo
+        # Prefill times by (new, cached, batch); identical instances share one.
+        self._prefill_memo = prefill_memo(model, chip, tp) if memo is None else memo
 
     def _lines(self, batch: int) -> Lines:
         """Compute and memory lines of a ``batch``-sequence step in the total context.
@@ -83,12 +101,12 @@ class StepModel:
         return lines
 
     def prefill_timing(self, new: int, cached: int, batch: int = 1) -> perf.Timing:
-        """``perf.prefill_time`` on this instance, memoised per instance (a small dict keyed
-        by plain ints is far cheaper than hashing the frozen specs on every call)."""
+        """``perf.prefill_time`` on this instance, memoised (a small dict keyed by plain ints
+        is far cheaper than hashing the frozen specs on every call)."""
         key = (new, cached, batch)
         timing = self._prefill_memo.get(key)
         if timing is None:
-            timing = prefill_timing(self.model, self.chip, new, cached, self.tp, batch=batch)
+            timing = perf.prefill_time(self.model, self.chip, new, cached, self.tp, batch=batch)
             if len(self._prefill_memo) >= MEMO_LIMIT:
                 self._prefill_memo.clear()
             self._prefill_memo[key] = timing
@@ -98,10 +116,16 @@ class StepModel:
         """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
         return self.prefill_timing(new, cached).seconds
 
+    def extend_s(self, tokens: int, context: int) -> float:
+        """Seconds of ``perf.extend_time(tokens, context)`` here: by its definition, the
+        one-sequence prefill of ``tokens`` over ``context``, so it shares that memo."""
+        return self.prefill_timing(tokens, context).seconds
+
     def step_time(self, batch: int, total_context: int) -> float:
         """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
         from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
-        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
+        lines = self._step_lines.get(batch)
+        c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
         return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:

@@ -134,23 +134,42 @@ def summarize(
     served = [r for r in records if not r.rejected]
     rejected = len(records) - len(served)
     start = min((r.arrival_s for r in records), default=0.0)
+    # One pass over the served requests for every per-request column below.
+    ttfts: list[float] = []
+    tpots: list[float] = []  # every served request's (SLA window), and those of > 1 token
+    tpots_multi: list[float] = []
+    e2es: list[float] = []
+    stalls: list[float] = []
+    wans: list[float] = []
+    revenues: list[float] = []
+    inputs: list[int] = []
+    hits_p: list[int] = []
+    hits_md: list[int] = []
+    out_tokens = rld_tokens = 0
+    for r in served:
+        ttfts.append(r.ttft_s)
+        tpots.append(r.tpot_mean_s)
+        if r.output_tokens > 1:
+            tpots_multi.append(r.tpot_mean_s)
+        e2es.append(r.e2e_s)
+        stalls.append(r.longest_stall_s)
+        wans.append(r.wan_bytes)
+        revenues.append(prices.revenue(r.miss_tokens, r.hit_tokens_p, r.output_tokens))
+        inputs.append(r.input_tokens)
+        hits_p.append(r.hit_tokens_p)
+        hits_md.append(r.hit_tokens_md)
+        out_tokens += r.output_tokens
+        rld_tokens += r.tokens_rld
     end = max((r.finish_s for r in served), default=start)
     makespan = max(end - start, 1e-9)
-    ttft = metrics.percentiles([r.ttft_s for r in served])
-    tpot = metrics.percentiles([r.tpot_mean_s for r in served if r.output_tokens > 1])
-    e2e = metrics.percentiles([r.e2e_s for r in served])
-    stall = metrics.percentile([r.longest_stall_s for r in served], 99)
-    window = sla_window(records, sla)
+    ttft = metrics.percentiles(ttfts)
+    tpot = metrics.percentiles(tpots_multi)
+    e2e = metrics.percentiles(e2es)
+    stall = metrics.percentile(stalls, 99)
+    window = _window(ttfts, tpots, rejected, sla)
     goodput = window.good / makespan
-    out_tokens = sum(r.output_tokens for r in served)
-    rld_tokens = sum(r.tokens_rld for r in served)
-    wan_bytes = math.fsum(r.wan_bytes for r in served)
-    revenue = (
-        math.fsum(prices.revenue(r.miss_tokens, r.hit_tokens_p, r.output_tokens) for r in served)
-        * 3600
-        / makespan
-    )
-    inputs = [r.input_tokens for r in served]
+    wan_bytes = math.fsum(wans)
+    revenue = math.fsum(revenues) * 3600 / makespan
     return Summary(
         policy=policy,
         requests=len(records),
@@ -175,9 +194,9 @@ def summarize(
         wan_gbps_mean=wan_bytes * 8 / makespan / 1e9,
         wan_gbps_peak=max((g for _, g in wan_series), default=0.0),
         rld_token_share=rld_tokens / out_tokens if out_tokens else 0.0,
-        hit_request_weighted=metrics.request_weighted_hit([r.hit_tokens_p for r in served], inputs),
-        hit_token_weighted=metrics.token_weighted_hit([r.hit_tokens_p for r in served], inputs),
-        md_hit_token_weighted=metrics.token_weighted_hit([r.hit_tokens_md for r in served], inputs),
+        hit_request_weighted=metrics.request_weighted_hit(hits_p, inputs),
+        hit_token_weighted=metrics.token_weighted_hit(hits_p, inputs),
+        md_hit_token_weighted=metrics.token_weighted_hit(hits_md, inputs),
         cost_per_hour=cost_per_hour,
         bcr=goodput / cost_per_hour if cost_per_hour > 0 else math.nan,
         revenue_per_hour=revenue,
@@ -212,14 +231,21 @@ def _kv_share(served: Sequence[RequestRecord]) -> float:
 def sla_window(records: Sequence[RequestRecord], sla: SLA) -> metrics.SlaWindow:
     """``metrics.window_sla`` over a run's records: rejected requests count as misses."""
     served = [r for r in records if not r.rejected]
+    return _window(
+        [r.ttft_s for r in served], [r.tpot_mean_s for r in served], len(records) - len(served), sla
+    )
+
+
+def _window(ttft_s: list[float], tpot_s: list[float], misses: int, sla: SLA) -> metrics.SlaWindow:
+    """``metrics.window_sla`` with ``sla``'s targets (the served requests' columns)."""
     return metrics.window_sla(
-        [r.ttft_s for r in served],
-        [r.tpot_mean_s for r in served],
+        ttft_s,
+        tpot_s,
         ttft_p90_s=sla.ttft_p90_s,
         ttft_p99_s=sla.ttft_p99_s,
         tpot_p90_s=sla.tpot_p90_s,
         tpot_p99_s=sla.tpot_p99_s,
-        misses=len(records) - len(served),
+        misses=misses,
     )
 
 

@@ -106,7 +106,8 @@ class WanLine:
             return
         version = self._version
         # Never schedule into the past: float rounding can put a drain a hair before ``now``.
-        self.host.schedule(max(nxt[1], now), lambda: self._fire(version, max(nxt[1], now)))
+        at = max(nxt[1], now)
+        self.host.schedule(at, lambda: self._fire(version, at))
 
     def _fire(self, version: int, t: float) -> None:
         if version != self._version:
@@ -130,14 +131,16 @@ class WanLine:
         if nbytes <= 0:
             return
         width = self.bin_s
-        span = max(end - start, 1e-12)
         first, last = int(start // width), int(end // width)
+        if first == last:  # the whole flow in one bin
+            self.bins[first] = self.bins.get(first, 0.0) + nbytes * 1.0
+            return
+        span = max(end - start, 1e-12)
         for index in range(first, last + 1):
             lo = max(start, index * width)
             hi = min(end, (index + 1) * width)
-            if hi > lo or first == last:
-                share = (hi - lo) / span if first != last else 1.0
-                self.bins[index] = self.bins.get(index, 0.0) + nbytes * share
+            if hi > lo:
+                self.bins[index] = self.bins.get(index, 0.0) + nbytes * ((hi - lo) / span)
 
     def gbps_series(self) -> list[tuple[float, float]]:
         """(bin start s, mean Gbps in the bin) for every bin from 0 to the last used."""

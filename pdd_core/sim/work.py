@@ -41,6 +41,16 @@ class Job:
         self.on_done = on_done
 
 
+class StepClock:
+    """The decode steps an instance has settled: every sequence of its batch advances by each
+    of them, so a running sequence's counters are its own plus the steps since its ``mark``."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+
 class Seq:
     """A decoding sequence: ``context`` tokens of KV, ``remaining`` tokens still to emit.
 
@@ -48,31 +58,73 @@ class Seq:
     colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
     shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
     sequence whose pages were freed and whose context must be recomputed on readmission.
+
+    While it is in a batch, the instance does not touch it at every step: ``done``,
+    ``context``, ``allocated`` and ``remaining`` are the stored counters plus (minus, for
+    ``remaining``) the steps its instance's ``clock`` has counted since ``mark``; the instance
+    brings the stored ones up to date (``Instance._sync``) when the sequence leaves the batch
+    or is probed.
     """
 
     __slots__ = (
-        "allocated",
-        "context",
-        "done",
+        "_allocated",
+        "_context",
+        "_done",
+        "_remaining",
+        "clock",
         "flight",
+        "gap_from",
         "in_batch",
+        "mark",
         "preempted",
         "probe",
-        "remaining",
         "role",
         "shared",
+        "ticket",
     )
 
     def __init__(
         self, flight: Flight, context: int, tokens: int, role: Role, shared: int = 0
     ) -> None:
         self.flight = flight
-        self.context = context
+        self._context = context
         self.shared = min(shared, context)
-        self.remaining = tokens
-        self.done = 0
-        self.allocated = 0
+        self._remaining = tokens
+        self._done = 0
+        self._allocated = 0
         self.role = role
         self.probe = False
         self.in_batch = False
         self.preempted = False
+        # Kept by the instance whose batch holds the sequence (``Instance._join``): its place
+        # in the batch order, the instance's step clock and the clock's count when the stored
+        # counters were last brought up to date, and the first of the instance's segments
+        # whose token gap ``flight.max_gap_s`` does not yet include.
+        self.ticket = -1
+        self.clock: StepClock | None = None
+        self.mark = 0
+        self.gap_from = -1
+
+    def _pending(self) -> int:
+        clock = self.clock
+        return 0 if clock is None else clock.steps - self.mark
+
+    @property
+    def done(self) -> int:
+        """Tokens emitted by this sequence."""
+        return self._done + self._pending()
+
+    @property
+    def context(self) -> int:
+        """Tokens of KV it attends to."""
+        return self._context + self._pending()
+
+    @property
+    def allocated(self) -> int:
+        """KV tokens its own pages hold."""
+        return self._allocated + self._pending()
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to emit."""
+        return self._remaining - self._pending()
