@@ -8,19 +8,16 @@ Every memo here is exact: the same inputs give the same ``perf`` figure, only co
 
 from __future__ import annotations
 
-import functools
-
 from pdd_core import perf, profile
 from pdd_core.specs import ChipSpec, ModelSpec
 from pdd_core.specs.shape import as_shape
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def prefill_timing(
     model: ModelSpec, chip: ChipSpec, new: int, cached: int, tp: perf.ShapeLike, *, batch: int = 1
 ) -> perf.Timing:
-    """``perf.prefill_time(...)``, memoised: passes and routing estimates repeat the same sizes
-    on identical instances, and the specs are frozen and hashable, so it is exact."""
+    """``perf.prefill_time(...)`` of one pass, for callers outside an instance (not memoised: a
+    profile registered later must time the next call; instances use ``StepModel``'s memo)."""
     return perf.prefill_time(model, chip, new, cached, tp, batch=batch)
 
 
