@@ -122,7 +122,9 @@ async def serve_frames(
     ``ERROR{code: unauthenticated}``, logged with the peer's address and closed.
 
     A ``ProtocolError`` closes that one connection (logged); a handler error for one frame is
-    logged and the connection goes on, so one bad request never takes a peer's others down.
+    logged and the connection goes on, so one bad request never takes a peer's others down. A
+    handler that fails because this very connection went down (the peer left while its frame
+    was answered) ends the connection quietly.
     """
 
     if auth is None:
@@ -157,6 +159,15 @@ async def serve_frames(
                     await handler(conn, frame)
                 except ProtocolError:
                     raise
+                except ConnectionError as exc:
+                    if not conn.closed:  # another connection's failure: the handler's to own
+                        log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
+                        continue
+                    # This very peer left while its frame was answered (a gateway that stops
+                    # mid-PING): the connection is over, not a handler bug.
+                    log.info("%s left while %s %s was answered: %s",
+                             conn.peer_id, frame.type.name, frame.request_id, exc)  # fmt: skip
+                    break
                 except Exception:
                     log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
         except (ProtocolError, TimeoutError) as exc:
