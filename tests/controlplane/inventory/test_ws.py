@@ -40,10 +40,13 @@ async def test_foreign_origin_is_refused(issue_token: Any) -> None:
 
     token = await sync_to_async(issue_token)("viewer")
 
-    _communicator, connected, _ = await _connect(
+    communicator, connected, _ = await _connect(
         "/ws/inventory/",
         [(b"origin", b"https://evil.example"), (b"authorization", f"Bearer {token}".encode())],
     )
+    # End the refused consumer (it waits on the channel layer until the client's disconnect):
+    # left running, it hung the event loop's teardown on the Redis channel layer once in CI.
+    await communicator.disconnect(timeout=5)
 
     assert connected is False
 
