@@ -56,8 +56,8 @@ class Route:
 @dataclass(slots=True)
 class PddUsage:
     """How PDD served a request, beyond OpenAI's token counts: the handoff from relay to main
-    decode, the output tokens each of them decoded, and the KV bytes that crossed the WAN (at
-    wire size: the journal's record scales them back, see ``RecordContext.payload_scale``).
+    decode, the output tokens each of them decoded, and the bytes that crossed the WAN (at their
+    real size: ``real_bytes`` scales the timed engine's KV payload back).
 
     The gateway tallies it in a request's ``Outcome``, reports it as the ``pdd`` part of the
     completion's ``usage`` (``openai_format``), and clients read it back from there (``replay``):
