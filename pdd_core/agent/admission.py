@@ -8,10 +8,12 @@ load) until the agent is done with it: the relay's slot frees at the handoff, MD
 A request that finds no slot on the agents its pipeline needs (and no other pipeline that
 could serve it) gets 429 with ``Retry-After``.
 
-The same object tracks the KV transfers crossing the WAN (per request from routing until P's
-``KV_DONE``): the flows ``pdd_core.predict`` shares the line among for a new transfer, and the
-line's utilisation (the share of the last ``LOAD_WINDOW_S`` during which some transfer was on
-it, an exponential average), which the simulator's line reports the same way.
+The same object tracks the KV transfers crossing the WAN, per request from the end of its
+prefill (P's ``PREFILLED``) until MD reports the KV landed (``KV_LANDED``), the simulator's
+window; the gateway keys a flow by the negated ticket, apart from the route's slots. They are
+the flows ``pdd_core.predict`` shares the line among for a new transfer, and the line's
+utilisation (the share of the last ``LOAD_WINDOW_S`` during which some transfer was on it, an
+exponential average), which the simulator's line reports the same way.
 """
 
 from __future__ import annotations
