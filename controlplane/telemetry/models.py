@@ -86,7 +86,8 @@ def _empty_map() -> dict[str, int]:
 
 
 # The three kinds of rollup column, as ``rollups`` merges them: counts (``COUNT_FIELDS``), float
-# sums (``SUM_FIELDS``) and sparse maps of counts (``MAP_FIELDS``); each starts empty.
+# sums (``SUM_FIELDS``) and sparse maps of counts (``MAP_FIELDS``); each starts empty. ``rollups``
+# reads the kinds from these field classes: declare every rollup column with one of them.
 def _count(help_text: str = "") -> models.BigIntegerField:  # type: ignore[type-arg]
     return models.BigIntegerField(default=0, help_text=help_text)
 

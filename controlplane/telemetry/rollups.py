@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models import Field
 from django.utils import timezone
 
@@ -35,12 +35,17 @@ CUMULATIVE = 0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 WINDOW_NAMES = {5: "5s", 60: "1m"}
 
-COUNT_FIELDS = (
-    "requests", "rejected", "sla_met", "input_tokens", "hit_tokens", "output_tokens",
-    "wan_bytes", "rld_tokens", "md_tokens", "ttft_count", "tpot_count",
-)  # fmt: skip
-SUM_FIELDS = ("hit_ratio_sum", "ttft_sum", "tpot_sum", "revenue")
-MAP_FIELDS = ("hit_bands", "ttft_hist", "tpot_hist", "pipelines", "handoffs")
+
+def _columns(kind: type[Field]) -> tuple[str, ...]:  # type: ignore[type-arg]
+    """``TelemetryRollup``'s columns of one kind, in its order: the model declares each column
+    by kind (``_count``, ``_sum``, ``_counts_by``), so a new column is merged without a list
+    to update here (``type`` is exact: the BIGINT primary key is not a count)."""
+    return tuple(f.name for f in TelemetryRollup._meta.concrete_fields if type(f) is kind)
+
+
+COUNT_FIELDS = _columns(models.BigIntegerField)
+SUM_FIELDS = _columns(models.FloatField)
+MAP_FIELDS = _columns(models.JSONField)
 
 RollupKey = tuple[int, str, str, datetime]
 # Counts are BIGINT columns: a sum saturates here instead of overflowing the column (records
