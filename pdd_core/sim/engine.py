@@ -247,9 +247,19 @@ class Simulator(Features):
                 hit,
                 prefills[p_index].prefill_s,
                 lambda t: self._prefilled(flight, p_inst, t),
+                on_start=lambda job: self._rematch(job, p_inst),
             ),
             self.now,
         )
+
+    def _rematch(self, job: Job, p_inst: Instance) -> None:
+        """Read P's prefix cache again as the job's first pass starts, as a live P (and an
+        engine's scheduler) does: blocks an earlier turn stored while this one queued count,
+        blocks evicted meanwhile do not. Routing used the hit seen at arrival."""
+        flight = job.flight
+        hit = self._hit(p_inst, flight.request)
+        flight.hit_p = job.cached = hit
+        flight.miss = job.remaining = flight.request.input_tokens - hit
 
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]

@@ -447,6 +447,9 @@ class Instance(StepModel):
         for job in self.jobs:
             if budget <= 0:
                 break
+            if job.on_start is not None:
+                start, job.on_start = job.on_start, None
+                start(job)
             chunk = min(job.remaining, budget)
             chunks.append((job, chunk))
             budget -= chunk

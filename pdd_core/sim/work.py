@@ -22,9 +22,11 @@ class Host(Protocol):
 
 class Job:
     """Prefill (or extend, or recompute) work of one request: ``remaining`` new tokens over
-    ``cached``; ``on_done`` is called with the time its last chunk ends."""
+    ``cached``; ``on_done`` is called with the time its last chunk ends. ``on_start``, if
+    given, is called once with the job just before its first chunk is cut (a prefill reads
+    its instance's prefix cache then, as an engine's scheduler does)."""
 
-    __slots__ = ("cached", "estimate_s", "flight", "on_done", "remaining")
+    __slots__ = ("cached", "estimate_s", "flight", "on_done", "on_start", "remaining")
 
     def __init__(
         self,
@@ -33,12 +35,15 @@ class Job:
         cached: int,
         estimate_s: float,
         on_done: Callable[[float], None],
+        *,
+        on_start: Callable[[Job], None] | None = None,
     ) -> None:
         self.flight = flight
         self.remaining = new_tokens
         self.cached = cached
         self.estimate_s = estimate_s
         self.on_done = on_done
+        self.on_start = on_start
 
 
 class StepClock:
