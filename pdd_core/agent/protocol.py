@@ -62,7 +62,7 @@ class FrameType(IntEnum):
     HELLO_ACK = 2  # {role, agent_id}
     GENERATE = 3  # gateway -> P: {prompt_tokens, max_tokens, pipeline, handoff_mode, ...}
     KV_QUERY = 4  # P -> MD: {block_hashes}: which leading blocks does MD's DRC hold?
-    KV_HAVE = 5  # MD -> P: {blocks}: count of leading blocks MD already holds
+    KV_HAVE = 5  # MD -> P: {blocks[, update]}: leading blocks MD holds (update: more now)
     KV_BLOCK = 6  # raw: one KV block (see KV_BLOCK_HEADER)
     KV_DONE = 7  # {blocks, tokens, first_token}: all blocks of the request were sent
     TOKENS = 8  # {tokens, index}: output token ids from position ``index`` on
