@@ -9,7 +9,9 @@ the rest of ``max_tokens`` to go, and continues the same stream (``MAX_RESUMES``
 within ``request_timeout_s``). Engines are deterministic functions of the sequence (greedy
 decoding, the timed engine's pseudo tokens), so the resumed stream is the one the first
 attempt would have produced. Each attempt has its own request id (``<id>.rN``): the agents'
-tombstones of the failed one stay valid.
+tombstones of the failed one stay valid. A first token that is late while P still holds the
+request (no ``PREFILLED`` yet) is not a failure when P answers a ``PING``: a slow P is its
+queue, and routing the request again would only queue it anew.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from pdd_core.agent.admission import Admission
 from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.gateway_probe import LinkProbe
 from pdd_core.agent.gateway_types import (
     Outcome,
     RequestTimedOut,
@@ -57,7 +60,8 @@ class Attempt:
 
     request_id: str
     route: Route
-    prefilled: bool = False
+    passed: bool = False  # P's pass ended (PREFILLED)
+    prefilled: bool = False  # P shipped the KV (KV_DONE)
     handed_off: bool = False
     md_tokens: int = 0
 
@@ -77,6 +81,7 @@ class RequestRunner:
     route: Callable[[list[int], int, dict[str, Any]], Route]
     release: Callable[[Route], None]
     release_prefill: Callable[[Route], None]
+    probe: LinkProbe
     # ``Gateway``'s check of a P-MD route at the end of its prefill and the WAN flow's window.
     recheck: Callable[..., Route]
     flow_starts: Callable[[Route, int], None]
@@ -190,6 +195,7 @@ class RequestRunner:
             mark(rid, "gateway_generate_sent")
             merge = StreamMerge()
             first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
+            pinged = False
             while not merge.complete or not attempt.prefilled:
                 # Once every token is out only the statistics are missing: wait briefly.
                 # Before the first token the wait is the TTFT bound (a queue and a WAN
@@ -209,6 +215,11 @@ class RequestRunner:
                             f"the request ran past the gateway's limit of {limit:g} s "
                             f"(limits.request_timeout_s) after {len(outcome.tokens)} output tokens"
                         ) from None
+                    if not pinged and self._at_prefill(attempt, merge.delivered):
+                        # P still holds it: ask P whether it is alive (its PONG extends the
+                        # wait) rather than route the request again to be queued anew.
+                        pinged = await self._ping(route.prefill, rid)
+                        continue
                     silent = self._silent(attempt, merge.delivered)
                     raise AgentLost(f"timed out waiting for {silent}", silent) from None
                 if frame is None:
@@ -221,7 +232,12 @@ class RequestRunner:
                     if code in NOT_RESUMABLE:
                         raise UpstreamError(message)
                     raise AgentLost(message, source)
+                if frame.type is FrameType.PONG:
+                    pinged = False  # P is alive, the request in its queue or pass
+                    first_token_by = time.monotonic() + 2 * self.config.sla.ttft_p99_s
+                    continue
                 if frame.type is FrameType.PREFILLED:
+                    attempt.passed = True
                     self.release_prefill(route)  # P's queue is free of it (KV on its way)
                     if route.pipeline is Pipeline.P_MD:
                         relay = self.config.allow_route_override and bool(
@@ -316,11 +332,33 @@ class RequestRunner:
                     frame = control(FrameType.CANCEL, rid, {"reason": "gateway"})
                     await asyncio.wait_for(link.send(frame), 1.0)
 
+    def _at_prefill(self, attempt: Attempt, delivered: int) -> bool:
+        """Whether a first token is late while P still holds the request (queued or in its
+        pass: no PREFILLED yet) and its link is up. A slow P is its queue, not a fault: routing
+        the request again would queue it anew, or with one P fail it after the 200."""
+        prefill = attempt.route.prefill
+        return (
+            delivered == 0
+            and not attempt.passed
+            and self.links[prefill].up
+            and prefill not in self.probe.unreachable
+        )
+
+    async def _ping(self, agent: str, rid: str) -> bool:
+        """PING ``agent`` under the request's id (its PONG comes to this attempt's queue)."""
+        try:
+            await self.links[agent].send(control(FrameType.PING, rid))
+        except ConnectionError as exc:
+            raise AgentLost(str(exc), agent) from None
+        return True
+
     @staticmethod
     def _silent(attempt: Attempt, delivered: int) -> str | None:
         """The agent a stalled attempt was waiting for (the one to avoid next time)."""
         route = attempt.route
         if not attempt.prefilled and delivered == 0:
+            if not attempt.passed:
+                return route.prefill  # P never ended the pass (nor answered a PING)
             return route.prefill if route.pipeline.value != "P-MD" else route.main
         if route.relay is None or attempt.handed_off or attempt.md_tokens > 0:
             return route.main

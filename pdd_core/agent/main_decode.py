@@ -1,11 +1,13 @@
 """The main decode (MD) agent: decode-side radix cache, extend at handoff, continuous batching.
 
 MD answers P's ``KV_QUERY`` with how many leading blocks its DRC holds (pinning them until the
-request's KV is assembled), imports the cached blocks followed by the received ones, and keeps
-the new full blocks in the DRC for the next turn (DOMAIN.md section 4). For P-MD it streams
-from the first token; for P-RLD-MD it tells RLD when the prefill KV is in (``HANDOFF_ACK
-{absorbed: 0}``), extends over the token IDs RLD hands over, checks that each chunk starts with
-the token its last extend predicted, and streams from the position after the last handed token.
+request's KV is assembled; a ``KV_HAVE{update}`` follows when an earlier request's KV lands
+meanwhile and extends that prefix), imports the cached blocks followed by the received ones,
+and keeps the new full blocks in the DRC for the next turn (DOMAIN.md section 4). For P-MD it
+streams from the first token; for P-RLD-MD it tells RLD when the prefill KV is in
+(``HANDOFF_ACK {absorbed: 0}``), extends over the token IDs RLD hands over, checks that each
+chunk starts with the token its last extend predicted, and streams from the position after the
+last handed token.
 """
 
 from __future__ import annotations
@@ -121,8 +123,13 @@ class MainDecodeAgent(AgentBase):
 
     async def _assemble(self, stream: Stream, done: dict[str, Any]) -> None:
         hashes, held = self.query.pop(stream.request_id, ([], 0))
+        # P sent the blocks from ``have`` on: what it knew MD held when its transfer started
+        # (MD's answer or a later update; never more than MD pinned for it).
+        have = done.get("have", held)
         try:
-            blocks = self.drc.get(hashes[:held]) + stream.blocks
+            if not isinstance(have, int) or not 0 <= have <= held:
+                raise EngineError(f"P skipped {have} blocks; this DRC held {held} for it")
+            blocks = self.drc.get(hashes[:have]) + stream.blocks
             stream.kv = self.engine.import_blocks(blocks)
         except (EngineError, KeyError) as exc:
             self.drc.unpin(hashes[:held])
@@ -135,10 +142,30 @@ class MainDecodeAgent(AgentBase):
         stream.blocks = []
         stream.kv_done = done
         self.sources.pop(stream.request_id, None)
-        stream.meta.setdefault("md_have_blocks", held)
+        stream.meta.setdefault("md_have_blocks", have)
         await self.cache_event(added, removed, False)
+        if added:
+            await self._announce(added)
         # The request's WAN transfer has ended: the gateway stops counting it on the line.
         await self.to_gateway(stream.gateway, control(FrameType.KV_LANDED, stream.request_id))
+
+    async def _announce(self, added: list[int]) -> None:
+        """KV just stored here may extend what earlier answers to ``KV_QUERY`` said this DRC
+        holds (a session's previous turn landing while P prefills the next): tell P with a
+        ``KV_HAVE{update}`` (pinning the longer prefix) while it has not started sending, so
+        that its transfer skips what is here when the pass ends, as the simulator's does."""
+        fresh = set(added)
+        for rid, (hashes, held) in list(self.query.items()):
+            stream, source = self.streams.get(rid), self.sources.get(rid)
+            if stream is None or source is None or stream.blocks or held >= len(hashes):
+                continue  # gone, P is sending already, or it lacks nothing
+            if hashes[held] not in fresh:
+                continue  # the next block it lacks did not just arrive
+            more = self.drc.pin(hashes)
+            self.drc.unpin(hashes[:held])
+            self.query[rid] = (hashes, more)
+            update = {"blocks": more, "update": True}
+            await self._quietly(source, control(FrameType.KV_HAVE, rid, update))
 
     async def _maybe_start(self, stream: Stream) -> None:
         if stream.finished:

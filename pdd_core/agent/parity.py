@@ -24,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pdd_core.agent import hostload
+from pdd_core.agent.hostload import Sched
 from pdd_core.agent.replay import Result, replay
 from pdd_core.metrics import percentile
 from pdd_core.scenario import Scenario
@@ -253,8 +256,10 @@ def traced(
 
 def run_live(
     scenario: Scenario, requests: list[Request], run_dir: Path, *, payload_scale: float
-) -> list[Result]:
-    """Start the scenario's live plane, replay ``requests`` at native size, stop it."""
+) -> tuple[list[Result], Sched | None]:
+    """Start the scenario's live plane, replay ``requests`` at native size, stop it; the
+    results, and how long the plane's and this client's threads waited for a CPU meanwhile
+    (``hostload``; None where the kernel does not say)."""
     from pdd_core.agent.supervisor import DataPlane
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -262,12 +267,24 @@ def run_live(
     path.write_text(json.dumps(plane_topology(scenario, payload_scale=payload_scale), indent=2))
     plane = DataPlane(path, run_dir / "run")
     plane.start(timeout_s=120)
+    pids = [*plane.pids().values(), os.getpid()]
     try:
+        before = hostload.sample(pids)
         summary = asyncio.run(
             replay(requests, gateway=plane.gateway_url, api_key=plane.api_key,
                    model=plane.config.model, speed=1.0, block_tokens=512, output_scale=1.0,
                    max_output=0, timeout_s=600, token_ids=True)
         )  # fmt: skip
+        waited = hostload.between(before, hostload.sample(pids))
     finally:
         plane.stop()
-    return summary.results
+    return summary.results, waited
+
+
+def host_line(waited: Sched | None) -> str:
+    """The run's CPU waits in one line (``tests/system/test_parity.py`` reads it)."""
+    if waited is None:
+        return "host CPU wait: not measured (no /proc/<pid>/task/<tid>/schedstat)"
+    return (f"host CPU wait: {waited.wait_per_slice_ms:.3f} ms per time slice "
+            f"({waited.wait_s:.2f} s waited, {waited.cpu_s:.2f} s on a CPU, {waited.slices} "
+            f"slices in {waited.wall_s:.0f} s: the plane's and the client's threads)")  # fmt: skip

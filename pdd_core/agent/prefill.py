@@ -59,6 +59,9 @@ class PrefillAgent(AgentBase):
         self.queued: set[str] = set()
         self._offload = offloads(config)
         self._have: dict[tuple[str, str], asyncio.Future[int]] = {}
+        # (MD, rid) -> the most blocks MD's later KV_HAVEs said it holds (KV that landed there
+        # after it answered the query), read when the transfer starts.
+        self._newer: dict[tuple[str, str], int] = {}
         self._checks: dict[str, asyncio.Future[str | None]] = {}  # rid -> the relay, or None
         self._lanes: dict[str, set[str]] = {}  # MD -> its connections carrying a transfer now
         # (MD, rid) -> (lane, when it started): a transfer until MD says its KV landed.
@@ -103,8 +106,12 @@ class PrefillAgent(AgentBase):
             await self._abort_transfer(agent_id, frame.request_id)
             return
         if frame.type is FrameType.KV_HAVE:
-            waiter = self._have.pop((agent_id, frame.request_id), None)
-            blocks = frame.body.get("blocks", 0)
+            key, blocks = (agent_id, frame.request_id), frame.body.get("blocks", 0)
+            if frame.body.get("update"):
+                if key in self._newer and isinstance(blocks, int):
+                    self._newer[key] = max(self._newer[key], blocks)
+                return
+            waiter = self._have.pop(key, None)
             if frame.body.get("released"):
                 blocks = -1  # MD is done with the request (the relay finished it)
             if waiter is not None and not waiter.done():
@@ -321,13 +328,17 @@ class PrefillAgent(AgentBase):
 
     def _ask_md(self, job: PrefillJob, blocks: list[KVBlock]) -> None:
         """Send MD the ``KV_QUERY`` for a request's full blocks now (MD pins what it holds),
-        so the round trip overlaps the prefill instead of following it."""
+        so the round trip overlaps the prefill instead of following it. KV of earlier requests
+        that lands at MD meanwhile is announced by further ``KV_HAVE{update}`` frames: the
+        transfer, when the pass ends, skips all that MD held a one-way delay before (the
+        simulator reads MD's DRC when the prefill ends)."""
         md = job.meta.get("md")
         if not isinstance(md, str):
             return
         full = [b.block_hash for b in blocks if len(b.tokens) == self.engine.block_size]
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._have[(md, job.request_id)] = waiter
+        self._newer[(md, job.request_id)] = 0
         query = control(FrameType.KV_QUERY, job.request_id, {"block_hashes": full})
         job.query = asyncio.ensure_future(self._query(md, query, waiter))
         # Retrieved here too: a plane stopping mid-query must not log "never retrieved".
@@ -346,8 +357,8 @@ class PrefillAgent(AgentBase):
     async def _send_missing(
         self, md: str, job: PrefillJob, blocks: list[KVBlock], first: int
     ) -> tuple[int, int, int]:
-        """Take MD's answer to the query sent at prefill time, then send only the blocks its
-        DRC lacks; returns (bytes, of which KV payload, blocks held)."""
+        """Take MD's answer to the query sent at prefill time (and its updates since), then
+        send only the blocks its DRC lacks; returns (bytes, of which KV payload, blocks held)."""
         rid = job.request_id
         full = sum(1 for b in blocks if len(b.tokens) == self.engine.block_size)
         if job.query is None:
@@ -359,11 +370,12 @@ class PrefillAgent(AgentBase):
             )
         finally:
             self._have.pop((md, rid), None)
+            newer = self._newer.pop((md, rid), 0)
             if not job.query.done():
                 job.query.cancel()
         if have < 0:
             return sent, 0, 0  # MD released it already: no KV crosses the WAN for nothing
-        have = min(have, full)
+        have = min(max(have, newer), full)
         lane = self._take_lane(md)
         self._carrying[(md, rid)] = (lane, time.monotonic())
         try:

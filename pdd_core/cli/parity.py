@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from pdd_core.agent.parity import measured, run_live, simulated, table, traced
+    from pdd_core.agent.parity import host_line, measured, run_live, simulated, table, traced
     from pdd_core.agent.trace import ENV
     from pdd_core.scenario import load_scenario
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         os.environ[ENV] = "1"  # the plane's agents inherit it
     try:
-        results = run_live(scenario, requests, run_dir, payload_scale=args.payload_scale)
+        results, waited = run_live(scenario, requests, run_dir, payload_scale=args.payload_scale)
     except (ValueError, RuntimeError) as exc:
         print(f"pdd parity: {exc}")
         return 2
@@ -64,5 +64,6 @@ def run(args: argparse.Namespace) -> int:
         print(traced(requests, records, results, sorted((run_dir / "run").glob("*.log"))))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"host load average (1, 5, 15 min): {load} (the live side shares this host's CPUs)")
+    print(host_line(waited))
     print(f"live plane logs and journals: {run_dir}")
     return 0

@@ -168,3 +168,32 @@ def test_killing_the_relay_mid_stream_ends_it_and_new_requests_get_503(lossy: Da
     status, after = answers[-1]
     assert status == 503
     assert after["error"]["type"] == "server_error"
+
+
+def test_a_slow_but_alive_prefill_keeps_its_request_past_the_first_token_wait(
+    tmp_path: Path,
+) -> None:
+    """One P whose pass (2 s) outlasts the first-token wait (max(idle 0.5 s, 2 x TTFT p99
+    0.2 s)): the gateway pings P, P answers, and the request is served by it, not routed again
+    (with one P that failed it after the 200: "no prefill agent is reachable")."""
+    raw = json.loads(TINY.read_text())
+    agents = [a for a in raw["agents"] if a["id"] != "p-1"]
+    slow = start_plane(
+        tmp_path, TINY, agents=agents, engine={"prefill_s": 2.0},
+        sla={"ttft_p90_s": 0.1, "ttft_p99_s": 0.1},
+        limits={"idle_timeout_s": 0.5, "request_timeout_s": 20},
+    )  # fmt: skip
+    try:
+        prompt = "a slow prefill"
+        body = {"prompt": prompt, "max_tokens": 4, "pdd": {"pipeline": "P-RLD"}}
+        status, _, whole = post(slow, "/v1/completions", body)
+        _, _, events = post(slow, "/v1/completions", {**body, "stream": True})
+    finally:
+        slow.stop()
+
+    assert status == 200, whole
+    assert whole["usage"]["completion_tokens"] == len(reference(prompt, 4))
+    assert events[-1] == "[DONE]" and not any("error" in e for e in events[:-1]), events
+    log = (slow.run_dir / "gateway.log").read_text()
+    assert "resuming" not in log and "timed out waiting" not in log
+    assert tracebacks(slow.run_dir) == []

@@ -1,14 +1,22 @@
 """``pdd parity`` on the parity scenario: the simulator and a live timed plane side by side.
 
 The goal (issue 13) is live TTFT P50 and P90 within 15% of the simulator's and the pipeline
-mix within 2 points. ``test_the_live_plane_meets_the_parity_goal`` asserts exactly that; it is
-marked xfail (not strict) because on the shared 2-core box it holds at a load average near 2
-(P50 1.09-1.11x, P90 1.04-1.05x, mix 0 points in three runs) but only in two runs of four at a
-load of 7-11, where P50 comes out 1.14-1.18x (1.35x when a load spike hits the run), from the
-hops the simulator does not model and its prefix match at arrival (docs/dataplane.md, "Parity:
-where the time goes"). What is guaranteed is asserted without
-condition: every request served on both sides, WAN bytes at the real size, the table and the
-traced timelines printed, no agent traceback.
+mix within 2 points; ``test_the_live_plane_meets_the_parity_goal`` asserts exactly that. A live
+timing on a shared machine also times the machine: the live side's residue over the simulator
+is its own hops (HTTP intake, frames between processes, about 10-25 ms a request, more as the
+host's load grows; docs/dataplane.md, "Parity: where the time goes"), and every one of them
+waits for a CPU when other work holds them. So each ``pdd parity`` prints how long the plane's
+and the client's threads waited in the run queue per time slice (``agent/hostload``, Linux's
+schedstat), and the goal test reads it: a run that meets the goal passes; a miss where that wait
+was at most ``CPU_WAIT_LIMIT_MS`` (the host gave the plane its CPUs) fails; a miss on a host
+busier than that is run again, up to ``RUNS`` runs, and skips, printing every run's figures,
+only if the host was over the limit in all of them. The limit, 0.1 ms per slice, is below
+every wait measured at a load average of 4-8 on the shared 2-core box (0.14-0.52 ms per slice;
+P50 1.11-1.19x, and one run whose mix was off by one request); a quiet runner, where the
+plane's processes wait only for each other, is meant to stay under it, so there the assertion
+decides. What is guaranteed is asserted without
+condition: every request served on both sides, WAN bytes at the real size, the table
+and the traced timelines printed, no agent traceback.
 """
 
 from __future__ import annotations
@@ -25,18 +33,27 @@ from tests.system.conftest import tracebacks
 pytestmark = pytest.mark.system
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "fixtures" / "scenarios" / "parity.toml"
+# The goal's gate (module docstring): runs in all, and the CPU wait per time slice of the
+# plane's threads above which a miss is the host's.
+RUNS = 3
+CPU_WAIT_LIMIT_MS = 0.1
 
 
-@pytest.fixture(scope="module")
-def parity(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    run_dir = tmp_path_factory.mktemp("parity")
+def _run(run_dir: Path) -> str:
+    """One ``pdd parity`` run (a live plane for the scenario's 34 s, about a minute in all)."""
     done = subprocess.run(
         [sys.executable, "-m", "pdd_core", "parity", str(SCENARIO), "--trace",
          "--run-dir", str(run_dir)],
         check=False, capture_output=True, text=True, timeout=400, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return done.stdout, run_dir
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def parity(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    run_dir = tmp_path_factory.mktemp("parity")
+    return _run(run_dir), run_dir
 
 
 def _row(output: str, name: str) -> list[str]:
@@ -86,13 +103,37 @@ def test_the_trace_gives_the_live_milestones_of_the_p50_request(
     assert live == sorted(live)
 
 
-@pytest.mark.xfail(
-    reason="P50 at the edge of the goal on a loaded shared box (docs/dataplane.md)", strict=False
-)
-def test_the_live_plane_meets_the_parity_goal(parity: tuple[str, Path]) -> None:
-    output, _ = parity
-
-    assert 0.85 <= _ratio(output, "TTFT P50 (s)") <= 1.15
-    assert 0.85 <= _ratio(output, "TTFT P90 (s)") <= 1.15
+def _misses(output: str) -> list[str]:
+    """The goal's figures that missed it (empty when the run met the goal)."""
+    misses = []
+    for name in ("TTFT P50 (s)", "TTFT P90 (s)"):
+        if not 0.85 <= _ratio(output, name) <= 1.15:
+            misses.append(f"{name} {_ratio(output, name):.2f}x")
     for pipeline in ("P-MD", "P-RLD-MD", "P-RLD"):
-        assert abs(_points(output, f"mix {pipeline}")) <= 2.0
+        if abs(points := _points(output, f"mix {pipeline}")) > 2.0:
+            misses.append(f"mix {pipeline} {points:+.1f} pt")
+    return misses
+
+
+def _cpu_wait_ms(output: str) -> float | None:
+    found = re.search(r"host CPU wait: ([\d.]+) ms per time slice", output)
+    return float(found.group(1)) if found else None
+
+
+def test_the_live_plane_meets_the_parity_goal(parity: tuple[str, Path], tmp_path: Path) -> None:
+    output, _ = parity
+    seen = []
+    for attempt in range(RUNS):
+        if attempt:
+            output = _run(tmp_path / f"run{attempt}")
+        misses, wait = _misses(output), _cpu_wait_ms(output)
+        host = "not measured" if wait is None else f"{wait:.3f} ms"
+        seen.append(f"run {attempt + 1}: {', '.join(misses) or 'goal met'}, CPU wait {host}")
+        if not misses:
+            return
+        # A miss on a host that gave the plane its CPUs is the plane's: it fails here.
+        assert wait is not None and wait > CPU_WAIT_LIMIT_MS, "; ".join(seen)
+    pytest.skip(
+        f"the host was oversubscribed in every run (CPU wait per time slice over "
+        f"{CPU_WAIT_LIMIT_MS} ms): {'; '.join(seen)}"
+    )
