@@ -9,6 +9,7 @@ Every memo here is exact: the same inputs give the same ``perf`` figure, only co
 from __future__ import annotations
 
 from pdd_core import perf, profile
+from pdd_core.roofline import roofline
 from pdd_core.specs import ChipSpec, ModelSpec
 from pdd_core.specs.shape import as_shape
 
@@ -72,6 +73,10 @@ class StepModel:
         self._step_lines: dict[int, Lines] = {}
         # Prefill times by (new, cached, batch); identical instances share one.
         self._prefill_memo = prefill_memo(model, chip, tp) if memo is None else memo
+        # The roofline itself, while it times this kind of instance (no measured profile).
+        shape = as_shape(tp)
+        measured = profile.lookup(model, chip, shape.chips) is not None
+        self._roofline = None if measured else roofline(model, chip, shape)
 
     def _lines(self, batch: int) -> Lines:
         """Compute and memory lines of a ``batch``-sequence step in the total context.
@@ -103,7 +108,11 @@ class StepModel:
         key = (new, cached, batch)
         timing = self._prefill_memo.get(key)
         if timing is None:
-            timing = perf.prefill_time(self.model, self.chip, new, cached, self.tp, batch=batch)
+            if self._roofline is not None and new > 0 and cached >= 0:
+                # ``perf.prefill_time`` past its checks and profile lookup.
+                timing = self._roofline.prefill(new, cached, batch)
+            else:
+                timing = perf.prefill_time(self.model, self.chip, new, cached, self.tp, batch=batch)
             if len(self._prefill_memo) >= MEMO_LIMIT:
                 self._prefill_memo.clear()
             self._prefill_memo[key] = timing
