@@ -111,7 +111,7 @@ class Roofline:
         self._compute_rate = chip.compute_efficiency * chip.peak_flops * shape.stage_chips
         self._kv_per_token = kv_bytes_per_token_per_chip(model, shape)
         self._memory_rate = chip.memory_efficiency * chip.hbm_bytes_per_s
-        # ``_stage_weight_bytes``: dense weights per chip, and one routed expert's share.
+        # The weights a chip streams (``forward``): dense per chip, and one routed expert's share.
         routed = model.routed_expert_params
         dense = model.total_params_b * 1e9 - routed
         self._dense_per_chip = dense / (shape.tp * shape.pp)
@@ -134,20 +134,6 @@ class Roofline:
             prefill=True,
             absorbed=new_tokens == 1,
         )
-
-    def stage_weight_bytes(self, tokens: float) -> float:
-        """Weight bytes one chip streams for one micro-batch of ``tokens`` tokens in its stage.
-
-        Dense/attention weights shard over ``tp x pp``; routed experts over the stage's ``tp x
-        dp`` chips and ``pp``, and only the experts the micro-batch touches are read
-        (``footprint.touched_experts``). For ``tp = pp = dp = 1`` this is
-        ``active_weight_bytes``.
-        """
-        touched = 0.0
-        if self._experts:
-            touched = self._experts * (1.0 - self._miss_per_token ** max(tokens, 1.0))
-        per_chip = self._dense_per_chip + self._per_expert * touched / self._expert_chips
-        return per_chip * self.model.weight_bytes_per_param
 
     def forward(
         self,
@@ -181,7 +167,16 @@ class Roofline:
         elementwise = (
             rank_tokens * model.hidden_size * ACTIVATION_BYTES * ELEMENTWISE_VECTORS_PER_LAYER
         ) * stage_layers
-        bytes_per_chip = self.stage_weight_bytes(mb_tokens) + kv_per_chip + elementwise
+        # Weight bytes one chip streams for the micro-batch in its stage: dense/attention
+        # weights shard over ``tp x pp``; routed experts over the stage's ``tp x dp`` chips and
+        # ``pp``, and only the experts the micro-batch touches are read
+        # (``footprint.touched_experts``). For ``tp = pp = dp = 1``: ``active_weight_bytes``.
+        touched = 0.0
+        if self._experts:
+            touched = self._experts * (1.0 - self._miss_per_token ** max(mb_tokens, 1.0))
+        weights = self._dense_per_chip + self._per_expert * touched / self._expert_chips
+        weight_bytes = weights * model.weight_bytes_per_param
+        bytes_per_chip = weight_bytes + kv_per_chip + elementwise
         memory_s = bytes_per_chip / self._memory_rate
         comm_s = 0.0
         if shape.tp > 1:
