@@ -153,7 +153,22 @@ class RadixCache:
         A router probing several caches to choose one must not make the losers look recently
         used.
         """
-        return self._find(tuple(hashes))[1]
+        # ``_find``'s walk without collecting the runs (routers peek several caches per request).
+        hashes = tuple(hashes)
+        node = self._root
+        done = 0
+        size = len(hashes)
+        while done < size:
+            child = node.children.get(hashes[done])
+            if child is None:
+                break
+            keys = child.keys
+            end = done + len(keys)
+            if hashes[done:end] != keys:
+                return done + _common(keys, hashes, done)
+            done = end
+            node = child
+        return done
 
     def match(
         self, hashes: Sequence[int], input_tokens: int | None = None, *, record: bool = True

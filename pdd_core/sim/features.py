@@ -53,12 +53,16 @@ class Features:
     def _wan_state(self) -> LinkState:
         assert self.wan is not None
         config = self.config
-        return LinkState.of(
-            self.wan.spec,
+        spec = self.wan.spec
+        # ``LinkState.of`` positionally (fields: bandwidth_gbps, rtt_ms, flows, setup_ms,
+        # initial_window_bytes, utilisation): built once or twice per request.
+        return LinkState(
+            spec.bandwidth_gbps,
+            spec.rtt_ms,
             self.wan.link.active_flows,
-            setup_ms=config.wan_setup_ms,
-            initial_window_bytes=config.wan_initial_window_bytes,
-            utilisation=self.wan.utilisation(self.now),
+            config.wan_setup_ms,
+            config.wan_initial_window_bytes,
+            self.wan.utilisation(self.now),
         )
 
     def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:

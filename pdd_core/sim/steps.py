@@ -130,9 +130,17 @@ class StepModel:
     def step_time(self, batch: int, total_context: int) -> float:
         """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
         from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
+        return self.step_times(batch, total_context, total_context)[0]
+
+    def step_times(self, batch: int, first: int, last: int) -> tuple[float, float]:
+        """``step_time`` at two total contexts of one batch size (a decode segment's first
+        and last steps), with one lookup of the lines."""
         lines = self._step_lines.get(batch)
         c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
-        return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
+        return (
+            max(c0 + c_slope * first, m0 + m_slope * first) + fixed,
+            max(c0 + c_slope * last, m0 + m_slope * last) + fixed,
+        )
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
         """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.
