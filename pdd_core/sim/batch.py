@@ -20,7 +20,8 @@ from bisect import bisect_left
 from collections import deque
 
 from pdd_core import perf
-from pdd_core.predict import DecodeState, occupancy
+from pdd_core.estimates import occupancy
+from pdd_core.predict import DecodeState
 from pdd_core.sim.steps import PrefillMemo, StepModel
 from pdd_core.sim.work import Host, Seq, StepClock
 from pdd_core.specs import ChipSpec, ModelSpec, Role
@@ -70,7 +71,7 @@ class RunningBatch(StepModel):
 
     @property
     def load(self) -> float:
-        """Occupancy in [0, 1] as the router sees it (``predict.decode_load``)."""
+        """Occupancy in [0, 1] as the router sees it (``estimates.decode_load``)."""
         return occupancy(
             len(self.batch),
             len(self.waiting),

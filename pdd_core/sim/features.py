@@ -7,13 +7,11 @@ functions, exactly as the gateway fills it from what it observes.
 
 from __future__ import annotations
 
+from pdd_core.estimates import decode_wait_s, least, link_s
 from pdd_core.predict import (
     LinkState,
     Prediction,
     PrefillState,
-    decode_wait_s,
-    least,
-    link_s,
     predict,
     predicted_ttft_s,
     relay_at_prefill_end,
@@ -132,6 +130,6 @@ class Features:
         return True
 
     def _md_admission_wait(self, flight: Flight, context: int) -> float:
-        """``predict.decode_wait_s`` of the request's MD for its context (DRC prefix shared)."""
+        """``estimates.decode_wait_s`` of the request's MD for its context (DRC prefix shared)."""
         md = self.decode[flight.md_index]
         return decode_wait_s(md.decode_state(flight.hit_md), context - flight.hit_md + 1)
