@@ -1,15 +1,12 @@
 """The simulator's prefill timing goes straight to ``roofline.Roofline`` (past ``perf``'s checks
-and profile lookup); it must give exactly ``perf.prefill_time``'s figures, and a measured
-profile must still replace the roofline for an instance built while it is registered."""
+and profile lookup); it must give exactly ``perf.prefill_time``'s figures (``test_profile``
+holds that a measured profile still replaces the roofline for an instance)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from pdd_core import perf, profile
-from pdd_core.profile import MeasuredProfile
+from pdd_core import perf
 from pdd_core.roofline import roofline
 from pdd_core.sim.steps import StepModel
 from pdd_core.specs import InstanceShape, load_chips, load_models
@@ -40,30 +37,3 @@ def test_rooflines_are_shared_per_spec_objects():
     shape = InstanceShape(tp=2)
     assert roofline(model, chip, shape) is roofline(model, chip, shape)
     assert roofline(model, chip, shape) is not roofline(model, chip, InstanceShape(tp=1))
-
-
-@pytest.fixture
-def registered() -> Iterator[None]:
-    profile.register(
-        MeasuredProfile(
-            model="tiny-test",
-            chip="h100-sxm",
-            prefill_tokens_per_s=1000.0,
-            decode_step_s=((1, 0.010), (8, 0.024)),
-            kv_bytes_per_token=268.0,
-            export_s_per_mb=0.004,
-            import_s_per_mb=0.003,
-            prefill_tokens=512,
-            decode_context=128,
-            source="test",
-        )
-    )
-    yield
-    profile.unregister("tiny-test", "h100-sxm")
-
-
-def test_a_registered_profile_times_an_instances_prefill(registered: None):
-    model, chip = load_models()["tiny-test"], load_chips()["h100-sxm"]
-    steps = StepModel(model, chip, 1)
-    assert steps.prefill_timing(500, 0).seconds == pytest.approx(0.5)
-    assert steps.prefill_timing(500, 0) == perf.prefill_time(model, chip, 500, 0, 1)
