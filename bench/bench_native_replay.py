@@ -104,7 +104,7 @@ def worst_ttft_s(
 ) -> float:
     """The highest TTFT the gateway predicts (P queue + prefill, ``predict_state``'s terms)
     when ``instances`` P serve the requests, each going to the P that would finish it soonest
-    (``predict.choose_prefill``; the same prefill everywhere, ties to the lower index)."""
+    (``estimates.choose_prefill``; the same prefill everywhere, ties to the lower index)."""
     queues = [PrefillQueue(batch_limit) for _ in range(instances)]
     worst = 0.0
     for request, seconds in zip(requests, work, strict=True):

@@ -153,7 +153,7 @@ class RadixCache:
         A router probing several caches to choose one must not make the losers look recently
         used.
         """
-        return self._find(tuple(hashes))[1]
+        return self._descend(tuple(hashes), None)[0]
 
     def match(
         self, hashes: Sequence[int], input_tokens: int | None = None, *, record: bool = True
@@ -267,23 +267,30 @@ class RadixCache:
     def _find(self, hashes: tuple[int, ...]) -> tuple[list[_Node], int, int]:
         """The runs ``hashes`` reaches, the blocks matched, and how many blocks of the last run
         matched if only part of it did (else 0); changes nothing."""
-        node = self._root
         runs: list[_Node] = []
+        matched, partial = self._descend(hashes, runs)
+        return runs, matched, partial
+
+    def _descend(self, hashes: tuple[int, ...], runs: list[_Node] | None) -> tuple[int, int]:
+        """``_find``'s walk: the blocks matched and the partial count, appending the runs
+        reached to ``runs`` unless it is None (a peek needs only the count)."""
+        node = self._root
         done = 0
         size = len(hashes)
         while done < size:
             child = node.children.get(hashes[done])
             if child is None:
                 break
-            runs.append(child)
+            if runs is not None:
+                runs.append(child)
             keys = child.keys
             end = done + len(keys)
             if hashes[done:end] != keys:
                 partial = _common(keys, hashes, done)
-                return runs, done + partial, partial
+                return done + partial, partial
             done = end
             node = child
-        return runs, done, 0
+        return done, 0
 
     def _walk(self, hashes: tuple[int, ...]) -> tuple[list[_Node], int]:
         """The runs of the cached prefix of ``hashes`` and its blocks, splitting the run it

@@ -9,6 +9,7 @@ scale-out NIC. ``docs/physics.md`` lists the sources.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 
 from pdd_core.specs import ChipSpec, InstanceShape, ModelSpec
@@ -50,24 +51,47 @@ def allreduce_time(chip: ChipSpec, tp: int, message_bytes: float) -> float:
     scales with 450 GB/s over the chip's scale-up bandwidth; beyond 1 MiB the extra bytes cost
     ``2 (tp-1)/tp x bytes / (ALLREDUCE_BUS_EFFICIENCY x scale-up)``. Zero for ``tp = 1``.
     """
-    if tp <= 1 or message_bytes <= 0:
-        return 0.0
-    column = next((t for t in (2, 4, 8) if t >= tp), 8)
-    table = ALLREDUCE_MEASURED_H100[column]
-    floor_s = table[0][1]
-    scale = ALLREDUCE_REFERENCE_GBYTES_PER_S / chip.scaleup_gbytes_per_s
-    sizes = [size for size, _ in table]
-    if message_bytes <= sizes[0]:
-        return floor_s
-    if message_bytes >= sizes[-1]:
-        extra = 2.0 * (tp - 1) / tp * (message_bytes - sizes[-1])
-        measured = floor_s + (table[-1][1] - floor_s) * scale
-        return measured + extra / (ALLREDUCE_BUS_EFFICIENCY * chip.scaleup_bytes_per_s)
-    i = bisect.bisect_left(sizes, message_bytes)
-    (s0, t0), (s1, t1) = table[i - 1], table[i]
-    frac = math.log(message_bytes / s0) / math.log(s1 / s0)
-    measured = t0 + (t1 - t0) * frac
-    return floor_s + max(measured - floor_s, 0.0) * scale
+    return AllReduce(chip, tp).seconds(message_bytes)
+
+
+class AllReduce:
+    """``allreduce_time`` of one chip and tp degree, with the table's constants read once (a
+    roofline evaluates it per pass): the same operations on the same values."""
+
+    __slots__ = ("_big", "_floor_s", "_log_steps", "_rate", "_scale", "_sizes", "_table", "tp")
+
+    def __init__(self, chip: ChipSpec, tp: int) -> None:
+        self.tp = tp
+        column = next((t for t in (2, 4, 8) if t >= tp), 8)
+        table = ALLREDUCE_MEASURED_H100[column]
+        self._table = table
+        self._floor_s = table[0][1]
+        self._scale = ALLREDUCE_REFERENCE_GBYTES_PER_S / chip.scaleup_gbytes_per_s
+        self._sizes = [size for size, _ in table]
+        # Beyond the table: its last point, scaled, and the rate the extra bytes move at.
+        self._big = self._floor_s + (table[-1][1] - self._floor_s) * self._scale
+        self._rate = ALLREDUCE_BUS_EFFICIENCY * chip.scaleup_bytes_per_s
+        self._log_steps = [0.0] + [
+            math.log(s1 / s0) for (s0, _), (s1, _) in itertools.pairwise(table)
+        ]
+
+    def seconds(self, message_bytes: float) -> float:
+        """Seconds of one all-reduce of ``message_bytes`` (``allreduce_time``)."""
+        tp = self.tp
+        if tp <= 1 or message_bytes <= 0:
+            return 0.0
+        sizes = self._sizes
+        floor_s = self._floor_s
+        if message_bytes <= sizes[0]:
+            return floor_s
+        if message_bytes >= sizes[-1]:
+            extra = 2.0 * (tp - 1) / tp * (message_bytes - sizes[-1])
+            return self._big + extra / self._rate
+        i = bisect.bisect_left(sizes, message_bytes)
+        (s0, t0), (_, t1) = self._table[i - 1], self._table[i]
+        frac = math.log(message_bytes / s0) / self._log_steps[i]
+        measured = t0 + (t1 - t0) * frac
+        return floor_s + max(measured - floor_s, 0.0) * self._scale
 
 
 def alltoall_time(model: ModelSpec, chip: ChipSpec, shape: InstanceShape, tokens: float) -> float:

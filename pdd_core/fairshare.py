@@ -9,14 +9,15 @@ import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import NamedTuple
 
 from pdd_core.specs import LinkSpec
 from pdd_core.transfer import Rng, sample_jitter, slow_start_extra_s
 
 
-@dataclass(frozen=True, slots=True)
-class FlowCompletion:
-    """A finished flow: when it started, when its last byte was acknowledged, and its size."""
+class FlowCompletion(NamedTuple):
+    """A finished flow: when it started, when its last byte was acknowledged, and its size (a
+    named tuple: one per transfer)."""
 
     flow_id: Hashable
     nbytes: float

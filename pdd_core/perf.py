@@ -3,8 +3,9 @@
 The simulator, the planner, the router and the roofline-timed engine all need "how long does this
 pass take on that chip", and DOMAIN.md section 5 gives the formulas. They live here once, each
 written next to its formula, so every time the product shows can be traced to an input in
-``specs`` and a line below. ``docs/physics.md`` explains each choice and compares the results
-with published measurements.
+``specs`` and a line below (the roofline they share, with its spec constants read once per
+instance kind, is ``roofline.Roofline``). ``docs/physics.md`` explains each choice and compares
+the results with published measurements.
 
 Modelling conventions (shared by every function):
 
@@ -29,18 +30,10 @@ Modelling conventions (shared by every function):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from pdd_core import profile
-from pdd_core.collectives import (
-    ACTIVATION_BYTES,
-    SEND_LATENCY_S,
-    allreduce_time,
-    alltoall_time,
-)
+from pdd_core.collectives import ACTIVATION_BYTES, allreduce_time
 from pdd_core.footprint import (
     KV_RESERVE_FRACTION,
     MAX_TP,
@@ -54,10 +47,20 @@ from pdd_core.footprint import (
     min_tp,
     touched_experts,
 )
-from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
-from pdd_core.specs.shape import as_shape, kv_bytes_per_token_per_chip
+from pdd_core.roofline import (
+    ELEMENTWISE_VECTORS_PER_LAYER,
+    LAUNCH_OVERHEAD_PER_LAYER_S,
+    PP_CHUNK_TOKENS,
+    Bound,
+    Timing,
+    attention_flops_per_pair,
+    roofline,
+)
+from pdd_core.specs import ChipSpec, InstanceShape, ModelSpec
+from pdd_core.specs.shape import as_shape
 
-# Sizes live in ``footprint``; they stay importable from here (the public API of ``perf``).
+# Sizes live in ``footprint`` and the forward-pass roofline in ``roofline``; they stay importable
+# from here (the public API of ``perf``).
 __all__ = [
     "ELEMENTWISE_VECTORS_PER_LAYER",
     "KV_RESERVE_FRACTION",
@@ -84,45 +87,6 @@ __all__ = [
     "touched_experts",
     "tp_comm_time",
 ]
-
-Bound = Literal["compute", "memory", "comm"]
-
-# Fixed cost per layer of a forward pass that no roofline term covers: kernel launches,
-# synchronisation and scheduler work (about 10 kernels of ~1 us each per layer with CUDA graphs).
-# It is what keeps a batch-1 decode step of a small model from being predicted at a few
-# microseconds; measured small-batch decode steps sit about 0.5-1 ms above their roofline.
-LAUNCH_OVERHEAD_PER_LAYER_S = 10e-6
-
-# Element-wise traffic per layer that the matmul roofline misses, in hidden-sized BF16 vectors
-# per token: two RMSNorms (read + write: 4), two residual adds (read 2, write 1: 6), rotary and
-# the gated activation's hidden-sized part (2). Each TP rank does it for all of its rank's tokens.
-ELEMENTWISE_VECTORS_PER_LAYER = 12
-
-# A pipelined prefill moves through the stages in micro-batches of this many tokens; only used
-# when pp > 1. Large enough that a micro-batch's matmuls stay compute-bound on every catalog
-# chip (each micro-batch re-reads its stage's weights), small enough that a long prefill keeps
-# every stage busy.
-PP_CHUNK_TOKENS = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """Time of one forward pass with the roofline terms it came from.
-
-    ``seconds = max(compute_s, memory_s) + comm_s + overhead_s``; keeping the terms lets a table
-    cell show which one binds and lets tests check each formula on its own. ``hidden_comm_s``
-    is communication that overlapped with compute (expert all-to-all) and so is not in
-    ``seconds``.
-    """
-
-    seconds: float
-    compute_s: float
-    memory_s: float
-    comm_s: float
-    overhead_s: float
-    bound: Bound
-    hidden_comm_s: float = 0.0
-
 
 ZERO_TIMING = Timing(0.0, 0.0, 0.0, 0.0, 0.0, "compute")
 
@@ -170,18 +134,7 @@ def prefill_time(
     measured = profile.lookup(model, chip, as_shape(tp).chips)  # replaces the roofline
     if measured is not None:
         return measured.timing(measured.prefill_seconds(new_tokens, batch))
-    # Sum over the batch of L_new (L_c + L_new/2): the query-key pairs of causal attention.
-    attention_pairs = batch * new_tokens * (cached_tokens + new_tokens / 2)
-    return _forward(
-        model,
-        chip,
-        as_shape(tp),
-        tokens=batch * new_tokens,
-        attention_pairs=attention_pairs,
-        kv_tokens=batch * (cached_tokens + new_tokens),
-        prefill=True,
-        absorbed=new_tokens == 1,
-    )
+    return roofline(model, chip, as_shape(tp)).prefill(new_tokens, cached_tokens, batch)
 
 
 def extend_time(
@@ -240,117 +193,12 @@ def _decode(
     if measured is not None:
         return measured.timing(measured.decode_seconds(batch))
     # Each sequence adds one token over c_i cached: L_new (L_c + L_new/2) = c_i + 1/2.
-    return _forward(
-        model,
-        chip,
-        shape,
+    return roofline(model, chip, shape).forward(
         tokens=batch,
         attention_pairs=total_context + batch / 2,
         kv_tokens=total_context + batch,
         prefill=False,
         absorbed=True,
-    )
-
-
-def attention_flops_per_pair(model: ModelSpec, *, absorbed: bool) -> float:
-    """FLOPs of one query-key pair in one layer: QK^T and PV, 2 FLOPs per multiply-add.
-
-    MHA/GQA, and MLA in its prefill form (keys and values decompressed per head), score over
-    ``head_dim``: ``4 x heads x head_dim``. MLA decode runs in the absorbed form (DeepSeek-V2
-    section 2.1.2; FlashMLA): every head scores against the shared latent plus the RoPE key and
-    reads values from the latent, ``2 x heads x (2 kv_lora_rank + rope_dim)``, about 2-3x the
-    prefill form; it is why large-batch MLA decode is compute-bound (FlashMLA's README reports
-    580 TFLOP/s compute-bound decode on H800). ``absorbed`` is set for one-token passes.
-    """
-    if absorbed and model.attention is Attention.MLA:
-        return 2.0 * model.attention_heads * (2 * model.kv_lora_rank + model.rope_dim)
-    return 4.0 * model.attention_heads * model.head_dim
-
-
-def _stage_weight_bytes(model: ModelSpec, shape: InstanceShape, tokens: float) -> float:
-    """Weight bytes one chip streams for one micro-batch of ``tokens`` tokens in its stage.
-
-    Dense/attention weights shard over ``tp x pp``; routed experts over the stage's ``tp x dp``
-    chips and ``pp``, and only the experts the micro-batch touches are read
-    (``touched_experts``). For ``tp = pp = dp = 1`` this is ``active_weight_bytes``.
-    """
-    routed = model.routed_expert_params
-    dense = model.total_params_b * 1e9 - routed
-    per_expert = routed / model.moe_experts if model.is_moe else 0.0
-    touched = touched_experts(model, max(tokens, 1.0))
-    return (
-        dense / (shape.tp * shape.pp) + per_expert * touched / (shape.stage_chips * shape.pp)
-    ) * model.weight_bytes_per_param
-
-
-def _forward(
-    model: ModelSpec,
-    chip: ChipSpec,
-    shape: InstanceShape,
-    *,
-    tokens: float,
-    attention_pairs: float,
-    kv_tokens: float,
-    prefill: bool,
-    absorbed: bool,
-) -> Timing:
-    """The shared roofline of every pass (see the module docstring for the conventions)."""
-    pp = shape.pp
-    if pp == 1:
-        micro, passes = 1, 1
-    elif prefill:
-        micro = max(1, math.ceil(tokens / PP_CHUNK_TOKENS))
-        passes = max(micro, pp)
-    else:
-        micro = max(1, min(math.ceil(tokens), pp))
-        passes = pp
-    mb_tokens = tokens / micro
-    rank_tokens = mb_tokens / shape.dp
-    stage_layers = model.layers / pp
-    # 2 FLOPs per parameter per token for the matmuls, plus attention per query-key pair.
-    flops = (
-        2.0 * model.active_params_b * 1e9 * mb_tokens
-        + model.layers
-        * attention_flops_per_pair(model, absorbed=absorbed)
-        * attention_pairs
-        / micro
-    ) / pp
-    compute_s = flops / (chip.compute_efficiency * chip.peak_flops * shape.stage_chips)
-    kv_per_chip = kv_tokens / micro / shape.dp * kv_bytes_per_token_per_chip(model, shape)
-    elementwise = (
-        rank_tokens * model.hidden_size * ACTIVATION_BYTES * ELEMENTWISE_VECTORS_PER_LAYER
-    ) * stage_layers
-    bytes_per_chip = _stage_weight_bytes(model, shape, mb_tokens) + kv_per_chip + elementwise
-    memory_s = bytes_per_chip / (chip.memory_efficiency * chip.hbm_bytes_per_s)
-    comm_s = 0.0
-    if shape.tp > 1:
-        message = rank_tokens * model.hidden_size * ACTIVATION_BYTES
-        comm_s += stage_layers * 2 * allreduce_time(chip, shape.tp, message)
-    hidden_s = 0.0
-    if shape.ep > 1:
-        a2a = stage_layers * 2 * alltoall_time(model, chip, shape, mb_tokens)
-        visible = max(0.0, a2a - max(compute_s, memory_s))
-        comm_s += visible
-        hidden_s = a2a - visible
-    if pp > 1:
-        link = chip.scaleup_bytes_per_s
-        if shape.chips > chip.scaleup_domain:
-            link = chip.scaleout_gbits_per_s * 1e9 / 8
-        comm_s += SEND_LATENCY_S + mb_tokens * model.hidden_size * ACTIVATION_BYTES / link
-    overhead_s = stage_layers * LAUNCH_OVERHEAD_PER_LAYER_S
-    bound: Bound = "compute"
-    if memory_s > compute_s:
-        bound = "memory"
-    if comm_s > max(compute_s, memory_s):
-        bound = "comm"
-    return Timing(
-        seconds=passes * (max(compute_s, memory_s) + comm_s + overhead_s),
-        compute_s=passes * compute_s,
-        memory_s=passes * memory_s,
-        comm_s=passes * comm_s,
-        overhead_s=passes * overhead_s,
-        bound=bound,
-        hidden_comm_s=passes * hidden_s,
     )
 
 

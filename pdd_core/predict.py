@@ -41,24 +41,33 @@ Inputs (what each field means, so either side can fill it):
       ``1 / (1 - utilisation)`` (Kleinrock's M/G/1-PS result), so the prediction uses the
       larger of that and the current ``flows + 1``.
 
-The states are named tuples (immutable, and three times cheaper to build than frozen
-dataclasses, which matters on the gateway's per-request path).
+The states and the ``Prediction`` are named tuples (immutable, and three times cheaper to build
+than frozen dataclasses, which matters on the gateway's and the simulator's per-request path).
 
 Outputs: ``Prediction`` holds every feature the router and an operator's record need: P wait,
 prefill, MD wait, WAN time, RDMA time, the relay's wait, the predicted TTFT (the first token
 comes out of prefill and is emitted once the decoding instance holds the request's KV and has
 admitted it, so TTFT = P wait + prefill + transfer to the decoder + its admission wait, with no
 decode step), the chosen P, MD and relay (least loaded, ties to the lower index) and the
-pipeline decision. The functions allocate only their result and run in O(instances).
+pipeline decision. The functions allocate only their result and run in O(instances). The
+estimates they are built from (``link_s``, ``decode_wait_s``, ``choose_prefill``, ...) are
+``pdd_core.estimates``'.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from pdd_core.estimates import (
+    choose_prefill,
+    decode_load,
+    decode_wait_s,
+    least,
+    link_s,
+    relay_instead,
+)
 from pdd_core.routing import (
     InstanceView,
     Pipeline,
@@ -69,10 +78,6 @@ from pdd_core.routing import (
     predict_rejection,
 )
 from pdd_core.specs import SLA, LinkSpec
-from pdd_core.transfer import ideal_transfer_s
-
-# Utilisation is capped here: a line busy all the time still finishes a transfer (20x stretch).
-MAX_UTILISATION = 0.95
 
 
 class PrefillState(NamedTuple):
@@ -122,8 +127,7 @@ class LinkState(NamedTuple):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Prediction:
+class Prediction(NamedTuple):
     """The routing features of one request and the choices made from them.
 
     Indices point into the sequences passed to ``predict``; ``md_index`` and ``relay_index``
@@ -149,130 +153,12 @@ class Prediction:
     rejected: bool
 
 
-def link_s(link: LinkState, nbytes: float) -> float:
-    """Jitter-free seconds to move ``nbytes`` as a new flow on ``link`` at its current share.
-
-    Fair share among ``flows + 1`` flows, plus setup, TCP slow start (when an initial window
-    is given) and one round trip: ``pdd_core.transfer.ideal_transfer_s``, the same formula the
-    simulated and emulated lines follow.
-    """
-    flows = float(link.flows + 1)
-    if link.utilisation > 0:
-        flows = max(flows, 1.0 / (1.0 - min(link.utilisation, MAX_UTILISATION)))
-    return ideal_transfer_s(
-        nbytes,
-        link.bandwidth_gbps * 1.25e8,
-        link.rtt_ms / 1000.0,
-        flows=flows,
-        setup_s=link.setup_ms / 1000.0,
-        initial_window_bytes=link.initial_window_bytes,
-    )
-
-
-def occupancy(
-    active: int, waiting: int, max_batch: int, free_kv_tokens: int, kv_capacity_tokens: int
-) -> float:
-    """``decode_load`` from plain numbers (for callers that hold them without a state)."""
-    if max_batch <= 0:
-        return 1.0
-    slots = (active + waiting) / max_batch
-    if kv_capacity_tokens > 0:
-        slots = max(slots, 1.0 - free_kv_tokens / kv_capacity_tokens)
-    return min(1.0, slots)
-
-
-def decode_load(state: DecodeState) -> float:
-    """Occupancy in [0, 1]: the higher of running plus waiting sequences over the batch limit
-    and the share of the KV pool in use (``routing.choose_handoff_mode``'s ``rld_load``)."""
-    return occupancy(
-        state.active,
-        state.waiting,
-        state.max_batch,
-        state.free_kv_tokens,
-        state.kv_capacity_tokens,
-    )
-
-
-def least(values: Sequence[float]) -> int:
-    """Index of the smallest value, ties to the lower index; -1 for none."""
-    best = -1
-    best_value = math.inf
-    for index, value in enumerate(values):
-        if value < best_value:
-            best, best_value = index, value
-    return best
-
-
-def decode_wait_s(state: DecodeState, need_tokens: int) -> float:
-    """Predicted wait before a sequence needing ``need_tokens`` of KV joins the batch.
-
-    Zero when nothing waits, a slot is free and the pool holds its KV now. Otherwise one
-    running sequence finishes every ``step_s x mean_remaining_tokens / active`` seconds on
-    average, and the new one is behind ``waiting`` others: ``(waiting + 1)`` such intervals.
-    """
-    if (
-        state.waiting == 0
-        and state.active < state.max_batch
-        and need_tokens <= state.free_kv_tokens
-    ):
-        return 0.0
-    if state.active <= 0:
-        return 0.0
-    return (state.waiting + 1) * state.mean_remaining_tokens * state.step_s / state.active
-
-
 def choose_relay(relays: Sequence[DecodeState]) -> int:
     """Index of the least-loaded relay (``decode_load``), ties to the lower index; -1 if none."""
     return least([decode_load(relay) for relay in relays])
 
 
-def choose_prefill(prefills: Sequence[PrefillState]) -> int:
-    """The prefill candidate that finishes this request's prefill soonest (queue + prefill),
-    ties to the larger hit then the lower index: ``routing.choose_instance``'s rule."""
-    if not prefills:
-        raise ValueError("prefills: need at least one prefill instance")
-    best, best_finish, best_hit = 0, math.inf, -1
-    for index, p in enumerate(prefills):
-        finish = p.queued_s + p.prefill_s
-        if finish < best_finish or (finish == best_finish and p.hit_tokens > best_hit):
-            best, best_finish, best_hit = index, finish, p.hit_tokens
-    return best
-
-
 RELAY_REASON = "P-MD would miss the TTFT target: relay"
-
-
-def ship_kv_instead(extend_s: float, ship_s: float) -> bool:
-    """Token-ID handoff or ship-the-KV, from the numbers of the moment (DOMAIN.md section 4).
-
-    ``extend_s`` is MD's predicted extend (recompute) of the handed-over tokens
-    (``perf.extend_time``, which follows the model's real attention, MLA included) plus any
-    queue before it; ``ship_s`` the predicted WAN transfer of their KV (``link_s``: the line's
-    share, round trip, setup and slow start). True when shipping is sooner. Jitter is left out
-    of both, so a shipped chunk can come out later than predicted while an extend rarely does.
-    """
-    return ship_s < extend_s
-
-
-def relay_instead(
-    elapsed_s: float,
-    *,
-    wan_s: float,
-    md_wait_s: float,
-    rdma_s: float,
-    relay_wait_s: float,
-    ttft_target_s: float,
-) -> bool:
-    """Whether a request routed P-MD should go through the relay instead.
-
-    DOMAIN.md section 6 sends a request P-MD when prefill plus the transfer fits the TTFT
-    target. ``elapsed_s`` is the time from arrival to the end of prefill (predicted at
-    arrival, or measured when the KV is ready: the caller may check again then, with the line's
-    flows at that moment). True when the direct path misses ``ttft_target_s`` and the relay
-    path would emit the first token sooner.
-    """
-    direct = elapsed_s + wan_s + md_wait_s
-    return direct > ttft_target_s and elapsed_s + rdma_s + relay_wait_s < direct
 
 
 def relay_at_prefill_end(
@@ -386,20 +272,21 @@ def predict(
             pipeline, reason = Pipeline.P_RLD_MD, RELAY_REASON
         else:
             ttft, relay_index, relay_wait, rdma_s = direct, -1, 0.0, 0.0
+    # Positional, in the fields' order: keywords cost a third more, once per request.
     return Prediction(
-        pipeline=pipeline,
-        reason=reason,
-        prefill_index=p_index,
-        md_index=md_index,
-        relay_index=relay_index,
-        hit_tokens_p=p.hit_tokens,
-        hit_tokens_md=md_hit,
-        p_wait_s=p.queued_s,
-        prefill_s=p.prefill_s,
-        md_wait_s=md_wait,
-        wan_s=wan_s,
-        rdma_s=rdma_s,
-        relay_wait_s=relay_wait,
-        predicted_ttft_s=ttft,
-        rejected=predict_rejection(ttft, sla, table),
+        pipeline,
+        reason,
+        p_index,
+        md_index,
+        relay_index,
+        p.hit_tokens,
+        md_hit,
+        p.queued_s,
+        p.prefill_s,
+        md_wait,
+        wan_s,
+        rdma_s,
+        relay_wait,
+        ttft,
+        predict_rejection(ttft, sla, table),
     )

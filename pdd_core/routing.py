@@ -6,7 +6,9 @@ rest go P-RLD-MD, with a one-shot or extend-decode handoff chosen from RLD's loa
 admission rejects early (HTTP 429) when the predicted TTFT cannot meet the SLA.
 
 The simulator and the live gateway both import this module, so it holds decisions only: plain
-frozen dataclasses in, plain frozen dataclasses (or enums) out, no clocks, no I/O, no state.
+immutable values in, plain immutable values (or enums) out, no clocks, no I/O, no state. The
+ones made per request (``RouteFeatures``, ``PipelineDecision``) are named tuples, which cost a
+fraction of a frozen dataclass to build; the rest are frozen dataclasses.
 Predictions (prefill time, transfer time, queue time) are computed by the caller from
 ``pdd_core.perf`` and ``pdd_core.transfer`` and passed in, so the router never re-derives physics.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pdd_core.specs import SLA
 
@@ -110,8 +112,7 @@ def with_overrides(
     return updated, unknown
 
 
-@dataclass(frozen=True, slots=True)
-class RouteFeatures:
+class RouteFeatures(NamedTuple):
     """What the router knows of one request when it arrives.
 
     ``predicted_output_tokens`` comes from the client's ``max_tokens`` or an estimator (the
@@ -126,8 +127,7 @@ class RouteFeatures:
     wan_transfer_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class PipelineDecision:
+class PipelineDecision(NamedTuple):
     """The chosen pipeline and a short reason an operator can read in a record."""
 
     pipeline: Pipeline

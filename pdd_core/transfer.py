@@ -29,7 +29,7 @@ Protocol assumptions, stated once:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,9 +46,9 @@ MIN_BANDWIDTH_FACTOR = 0.1
 JITTER_SHAPE = 3.0
 
 
-@dataclass(frozen=True, slots=True)
-class JitterSample:
-    """The jitter one transfer sees: an extra delay and a multiplier on its bandwidth share."""
+class JitterSample(NamedTuple):
+    """The jitter one transfer sees: an extra delay and a multiplier on its bandwidth share (a
+    named tuple: one per transfer)."""
 
     delay_s: float = 0.0
     bandwidth_factor: float = 1.0

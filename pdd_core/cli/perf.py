@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from typing import Any
 
 DEFAULT_MODELS = ("llama-3.1-70b", "deepseek-v3", "ref-1t-mla")
@@ -82,11 +81,11 @@ def perf_table(
             cells: dict[str, Any] = {}
             for tokens in prefill:
                 timing = perf.prefill_time(model, chip, tokens, tp=row_tp)
-                cells[f"prefill {_k(tokens)}"] = {**asdict(timing), "fits": tokens <= capacity}
+                cells[f"prefill {_k(tokens)}"] = {**timing._asdict(), "fits": tokens <= capacity}
             for batch in batches:
                 timing = perf.decode_step_time_uniform(model, chip, batch, context, tp=row_tp)
                 fits = batch * (context + 1) <= capacity
-                cells[f"decode b{batch}@{_k(context)}"] = {**asdict(timing), "fits": fits}
+                cells[f"decode b{batch}@{_k(context)}"] = {**timing._asdict(), "fits": fits}
             rows.append(
                 {
                     "model": model.id,

@@ -35,13 +35,8 @@ import numpy as np
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
-from pdd_core.predict import (
-    LinkState,
-    PrefillState,
-    choose_prefill,
-    link_s,
-    ship_kv_instead,
-)
+from pdd_core.estimates import choose_prefill, link_s, ship_kv_instead
+from pdd_core.predict import LinkState, PrefillState
 from pdd_core.routing import (
     HandoffMode,
     Pipeline,
@@ -375,7 +370,7 @@ class Simulator(Features):
     def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
         """MD absorbs ``tokens`` eager tokens: it recomputes their KV from the token IDs (an
         extend pass, ``perf.extend_time``, MLA included) or receives their KV over the WAN,
-        whichever ``predict.ship_kv_instead`` says is sooner at this moment."""
+        whichever ``estimates.ship_kv_instead`` says is sooner at this moment."""
         md = self.decode[flight.md_index]
         if tokens <= 0:
             self._md_join(flight, now)

@@ -7,13 +7,11 @@ functions, exactly as the gateway fills it from what it observes.
 
 from __future__ import annotations
 
+from pdd_core.estimates import decode_wait_s, least, link_s
 from pdd_core.predict import (
     LinkState,
     Prediction,
     PrefillState,
-    decode_wait_s,
-    least,
-    link_s,
     predict,
     predicted_ttft_s,
     relay_at_prefill_end,
@@ -53,12 +51,16 @@ class Features:
     def _wan_state(self) -> LinkState:
         assert self.wan is not None
         config = self.config
-        return LinkState.of(
-            self.wan.spec,
+        spec = self.wan.spec
+        # ``LinkState.of`` positionally (fields: bandwidth_gbps, rtt_ms, flows, setup_ms,
+        # initial_window_bytes, utilisation): built once or twice per request.
+        return LinkState(
+            spec.bandwidth_gbps,
+            spec.rtt_ms,
             self.wan.link.active_flows,
-            setup_ms=config.wan_setup_ms,
-            initial_window_bytes=config.wan_initial_window_bytes,
-            utilisation=self.wan.utilisation(self.now),
+            config.wan_setup_ms,
+            config.wan_initial_window_bytes,
+            self.wan.utilisation(self.now),
         )
 
     def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
@@ -128,6 +130,6 @@ class Features:
         return True
 
     def _md_admission_wait(self, flight: Flight, context: int) -> float:
-        """``predict.decode_wait_s`` of the request's MD for its context (DRC prefix shared)."""
+        """``estimates.decode_wait_s`` of the request's MD for its context (DRC prefix shared)."""
         md = self.decode[flight.md_index]
         return decode_wait_s(md.decode_state(flight.hit_md), context - flight.hit_md + 1)

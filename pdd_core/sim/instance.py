@@ -27,38 +27,29 @@ pages are freed, they go back to the head of the queue, and on readmission their
 recomputed by a prefill pass before they decode again. The first token of a request is the one
 sampled at the end of its prefill: the decoding instance emits it when it admits the sequence.
 
-Bookkeeping is per change, not per sequence and step: every sequence of a batch advances by
-the same steps, so the instance counts its steps (``_clock``) and a sequence's counters are
-brought up to date from that count only when it leaves the batch or is asked about (a probe);
-the batch's total context, the tokens it still owes and the step at which each sequence ends
-(a heap) are kept as aggregates. Token times work the same way: a sequence that stays in the
-batch has the same gap at every segment (the segment's first token minus the previous one's
-last), so the instance keeps those gaps once (a stack of suffix maxima) and a sequence takes
-the largest since it joined when it leaves. Only the sequences that joined since the last
-segment, finish, or are probed are touched one by one, in batch order, so the results are
-those of updating every sequence at every segment.
+The running batch's bookkeeping (per change, not per sequence and step) is ``batch.py``'s.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
 from collections import deque
 
 from pdd_core import perf
 from pdd_core.cache import RadixCache
-from pdd_core.predict import DecodeState, occupancy
-from pdd_core.sim.steps import PrefillMemo, StepModel, prefill_s, prefill_timing
-from pdd_core.sim.work import Host, Job, Seq, StepClock
+from pdd_core.sim.batch import RunningBatch
+from pdd_core.sim.steps import PrefillMemo, prefill_s, prefill_timing
+from pdd_core.sim.work import Host, Job, Seq
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
 __all__ = ["Host", "Instance", "Job", "Seq", "prefill_s", "prefill_timing"]
 
 
-class Instance(StepModel):
-    """A simulated instance; see the module docstring for the iteration model (and
-    ``steps.StepModel`` for the duration of each iteration)."""
+class Instance(RunningBatch):
+    """A simulated instance; see the module docstring for the iteration model
+    (``batch.RunningBatch`` for the running batch, ``steps.StepModel`` for the duration of
+    each iteration)."""
 
     def __init__(
         self,
@@ -75,22 +66,14 @@ class Instance(StepModel):
         cache: RadixCache | None = None,
         memo: PrefillMemo | None = None,
     ) -> None:
-        super().__init__(model, chip, tp, memo)
-        self.host = host
+        super().__init__(host, model, chip, tp, memo, kv_tokens=kv_tokens, max_batch=max_batch)
         self.name = name
         self.role = role
-        self.kv_tokens = kv_tokens
-        self.max_batch = max_batch
         self.chunk_tokens = chunk_tokens
         self.cache = cache
         self.jobs: deque[Job] = deque()
-        self.batch: dict[int, Seq] = {}  # by ticket: insertion (admission) order
-        self.waiting: deque[Seq] = deque()
-        self.kv_used = 0
         self.backlog_s = 0.0
         self.busy_s = 0.0
-        self.last_step_s = 0.0
-        self.preemptions = 0
         self._version = 0
         self._kind = ""  # "", "prefill", "mixed" or "decode": the iteration in flight
         self._start = 0.0
@@ -99,52 +82,6 @@ class Instance(StepModel):
         self._s0 = 0.0
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
-        self._remaining = 0  # tokens still to emit, summed over the running batch
-        self._clock = StepClock()  # decode steps settled on this instance
-        self._tickets = 0  # the next sequence's place in the batch order
-        self._context = 0  # context tokens, summed over the running batch
-        self._ends: list[tuple[int, int, Seq]] = []  # (step it ends at, ticket, seq); lazy
-        self._fresh: list[tuple[int, Seq]] = []  # joined since the last segment
-        self._probed: dict[int, Seq] = {}  # sequences of the batch with a probe pending
-        self._last = math.nan  # the last token time of the latest segment
-        self._segments = 0  # segments settled (the index of the next one)
-        # Suffix maxima of the segments' gaps: indices increasing, gaps decreasing.
-        self._gap_at: list[int] = []
-        self._gap_max: list[float] = []
-        # While a segment settles: the sequences still to visit, and the ticket visited.
-        self._todo: list[int] | None = None
-        self._cursor = -1
-
-    # ---- load, as the router sees it ------------------------------------------------------
-
-    @property
-    def load(self) -> float:
-        """Occupancy in [0, 1] as the router sees it (``predict.decode_load``)."""
-        return occupancy(
-            len(self.batch),
-            len(self.waiting),
-            self.max_batch,
-            self.kv_tokens - self.kv_used,
-            self.kv_tokens,
-        )
-
-    def decode_state(self, hit_tokens: int = 0) -> DecodeState:
-        """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
-        active = len(self.batch)
-        remaining = self._remaining / active if active else 0.0
-        # Positional, in the fields' order (active, max_batch, free_kv_tokens, waiting, step_s,
-        # mean_remaining_tokens, hit_tokens, kv_capacity_tokens): half the cost of keywords,
-        # and every arrival builds one per decoder.
-        return DecodeState(
-            active,
-            self.max_batch,
-            self.kv_tokens - self.kv_used,
-            len(self.waiting),
-            self.last_step_s,
-            remaining,
-            hit_tokens,
-            self.kv_tokens,
-        )
 
     # ---- work arriving ----------------------------------------------------------------------
 
@@ -207,7 +144,7 @@ class Instance(StepModel):
         # ``_kind`` stays set while settling, so work the callbacks add waits for the next
         # iteration instead of starting one inside this one.
         if kind != "prefill":
-            self._settle_decode(now)
+            self._settle_decode(now, self._start + self._s0, self._steps, self._s1)
         if kind != "decode":
             self._settle_prefill(now)
         self._start_next(now)
@@ -221,147 +158,6 @@ class Instance(StepModel):
                 self.jobs.remove(job)
                 self.backlog_s = max(0.0, self.backlog_s - job.estimate_s)
                 job.on_done(now)
-
-    def _settle_decode(self, now: float) -> None:
-        k = self._steps
-        first = self._start + self._s0
-        # The segment's tokens: the first at ``first``, the last at ``now``, and the longest
-        # gap inside it the last step (``Flight.token_at`` inlined, and ``max`` written as
-        # comparisons with the same result: this loop is the hot path).
-        last = now if k > 1 else first
-        inner_gap = self._s1 if k > 1 else 0.0
-        batch = self.batch
-        size = len(batch)
-        main = Role.MAIN_DECODE
-        fresh, self._fresh = self._fresh, []
-        joined = 0
-        after = self._segments + 1
-        for ticket, seq in fresh:  # first segment here: the gap from the token before
-            if seq.ticket != ticket:
-                continue
-            joined += 1
-            flight = seq.flight
-            if seq._done == 0 and seq.role is main:
-                flight.md_first_s = first
-            if flight.first_token_s != flight.first_token_s:  # NaN: no token yet
-                flight.first_token_s = first
-                gap = inner_gap
-            else:
-                gap = first - flight.last_token_s
-                if inner_gap > gap:  # noqa: PLR1730 - max() is a call per sequence
-                    gap = inner_gap
-            if gap > flight.max_gap_s:  # noqa: PLR1730 - as above
-                flight.max_gap_s = gap
-            flight.last_token_s = last
-            seq.gap_from = after
-        if size > joined:  # the others' last token was the previous segment's last
-            gap = first - self._last
-            if inner_gap > gap:  # noqa: PLR1730 - as above
-                gap = inner_gap
-            gap_max = self._gap_max
-            while gap_max and gap_max[-1] <= gap:
-                gap_max.pop()
-                self._gap_at.pop()
-            gap_max.append(gap)
-            self._gap_at.append(self._segments)
-        self._segments = after
-        self._last = last
-        clock = self._clock.steps + k
-        self._clock.steps = clock
-        self._context += k * size
-        # Tokens left over the batch: every sequence emitted ``k``; those leaving the batch
-        # take what they still had with them (a finished one's overshoot comes back).
-        remaining = self._remaining - k * size
-        ends = self._ends
-        if not self._probed and (not ends or ends[0][0] > clock):  # nobody leaves or is asked
-            self.kv_used += k * size
-            self._remaining = remaining
-            return
-        todo = list(self._probed)  # tickets (a sequence may be in twice)
-        while ends and ends[0][0] <= clock:
-            _, ticket, seq = heapq.heappop(ends)
-            if seq.ticket == ticket:
-                todo.append(ticket)
-        heapq.heapify(todo)
-        self._todo = todo
-        gone: list[int] = []
-        host = self.host
-        while todo:  # in batch order, as the callbacks may probe sequences further on
-            ticket = heapq.heappop(todo)
-            seq = batch[ticket]
-            if ticket == self._cursor or seq.ticket != ticket:
-                continue
-            self._cursor = ticket
-            self._sync(seq)
-            if seq._remaining <= 0:
-                remaining -= seq._remaining
-                self._leave(seq)
-                gone.append(ticket)
-                self._release(seq)
-                host.on_seq_finished(seq, now)
-            elif seq.probe:
-                seq.probe = False
-                del self._probed[ticket]
-                if host.on_probe(seq, now):
-                    remaining -= seq._remaining
-                    self._leave(seq)
-                    gone.append(ticket)
-                    self._release(seq)
-        self._todo = None
-        self._cursor = -1
-        self.kv_used += k * size
-        for ticket in gone:
-            del batch[ticket]
-        if not batch:
-            self._gap_at.clear()
-            self._gap_max.clear()
-        self._remaining = remaining
-
-    def _join(self, seq: Seq) -> None:
-        """Put an admitted (or rebuilt) sequence at the end of the running batch."""
-        ticket = self._tickets
-        self._tickets = ticket + 1
-        seq.ticket = ticket
-        seq.clock = self._clock
-        seq.mark = self._clock.steps
-        seq.gap_from = -1
-        self.batch[ticket] = seq
-        self._remaining += seq._remaining
-        self._context += seq._context
-        heapq.heappush(self._ends, (seq.mark + seq._remaining, ticket, seq))
-        self._fresh.append((ticket, seq))
-        if seq.probe:
-            self._probed[ticket] = seq
-
-    def _sync(self, seq: Seq) -> None:
-        """Bring a running sequence's counters and its flight's token times up to date."""
-        clock = self._clock.steps
-        steps = clock - seq.mark
-        if steps:
-            seq.mark = clock
-            seq._done += steps
-            seq._context += steps
-            seq._allocated += steps
-            seq._remaining -= steps
-        if seq.gap_from >= 0:  # it has run here: the gaps of its later segments, if any
-            flight = seq.flight
-            at = bisect_left(self._gap_at, seq.gap_from)
-            if at < len(self._gap_at) and self._gap_max[at] > flight.max_gap_s:
-                flight.max_gap_s = self._gap_max[at]
-            flight.last_token_s = self._last
-            seq.gap_from = self._segments
-
-    def _leave(self, seq: Seq) -> None:
-        """Take a synced sequence out of the batch's aggregates (the caller drops it)."""
-        self._context -= seq._context
-        self._probed.pop(seq.ticket, None)
-        seq.ticket = -1
-        seq.clock = None
-
-    def _release(self, seq: Seq) -> None:
-        self.kv_used -= seq._allocated
-        seq._allocated = 0
-        seq.in_batch = False
 
     def _admit(self, now: float) -> None:
         waiting = self.waiting
@@ -488,8 +284,7 @@ class Instance(StepModel):
         if self._probed:
             k = 1
         k = max(1, min(k, (self.kv_tokens - self.kv_used) // b))
-        s0 = self.step_time(b, total)
-        s1 = self.step_time(b, total + (k - 1) * b) if k > 1 else s0
+        s0, s1 = self.step_times(b, total, total + (k - 1) * b if k > 1 else total)
         self.last_step_s = s1
         self._s0, self._s1, self._steps = s0, s1, k
         self._kind = "decode"

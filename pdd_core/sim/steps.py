@@ -9,6 +9,7 @@ Every memo here is exact: the same inputs give the same ``perf`` figure, only co
 from __future__ import annotations
 
 from pdd_core import perf, profile
+from pdd_core.roofline import roofline
 from pdd_core.specs import ChipSpec, ModelSpec
 from pdd_core.specs.shape import as_shape
 
@@ -72,6 +73,10 @@ class StepModel:
         self._step_lines: dict[int, Lines] = {}
         # Prefill times by (new, cached, batch); identical instances share one.
         self._prefill_memo = prefill_memo(model, chip, tp) if memo is None else memo
+        # The roofline itself, while it times this kind of instance (no measured profile).
+        shape = as_shape(tp)
+        measured = profile.lookup(model, chip, shape.chips) is not None
+        self._roofline = None if measured else roofline(model, chip, shape)
 
     def _lines(self, batch: int) -> Lines:
         """Compute and memory lines of a ``batch``-sequence step in the total context.
@@ -103,7 +108,11 @@ class StepModel:
         key = (new, cached, batch)
         timing = self._prefill_memo.get(key)
         if timing is None:
-            timing = perf.prefill_time(self.model, self.chip, new, cached, self.tp, batch=batch)
+            if self._roofline is not None and new > 0 and cached >= 0:
+                # ``perf.prefill_time`` past its checks and profile lookup.
+                timing = self._roofline.prefill(new, cached, batch)
+            else:
+                timing = perf.prefill_time(self.model, self.chip, new, cached, self.tp, batch=batch)
             if len(self._prefill_memo) >= MEMO_LIMIT:
                 self._prefill_memo.clear()
             self._prefill_memo[key] = timing
@@ -121,9 +130,17 @@ class StepModel:
     def step_time(self, batch: int, total_context: int) -> float:
         """``perf.decode_step_time`` of ``batch`` sequences holding ``total_context`` tokens,
         from the lines of ``_lines`` (the same numbers to float rounding, far cheaper)."""
+        return self.step_times(batch, total_context, total_context)[0]
+
+    def step_times(self, batch: int, first: int, last: int) -> tuple[float, float]:
+        """``step_time`` at two total contexts of one batch size (a decode segment's first
+        and last steps), with one lookup of the lines."""
         lines = self._step_lines.get(batch)
         c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
-        return max(c0 + c_slope * total_context, m0 + m_slope * total_context) + fixed
+        return (
+            max(c0 + c_slope * first, m0 + m_slope * first) + fixed,
+            max(c0 + c_slope * last, m0 + m_slope * last) + fixed,
+        )
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
         """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.

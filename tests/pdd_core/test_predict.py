@@ -8,15 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pdd_core.estimates import choose_prefill, decode_load, decode_wait_s, link_s
 from pdd_core.predict import (
     DecodeState,
     LinkState,
     PrefillState,
-    choose_prefill,
     choose_relay,
-    decode_load,
-    decode_wait_s,
-    link_s,
     predict,
     predicted_ttft_s,
     relay_at_prefill_end,

@@ -13,6 +13,7 @@ import pytest
 
 from pdd_core import perf, profile
 from pdd_core.profile import MeasuredProfile, ProfileError, profile_from_dict
+from pdd_core.sim.steps import StepModel
 from pdd_core.specs import load_chips, load_models
 
 MODEL, CHIP = "tiny-test", "h100-sxm"
@@ -52,6 +53,15 @@ def test_a_registered_profile_times_prefill_and_decode(registered: MeasuredProfi
     assert perf.decode_step_time_uniform(model, chip, 20, 100).seconds == pytest.approx(0.048)
     assert perf.decode_step_time_uniform(model, chip, 56, 100).seconds == pytest.approx(0.120)
     assert perf.prefill_time(model, chip, 0).seconds == 0.0
+
+
+def test_a_registered_profile_times_a_simulated_instance(registered: MeasuredProfile) -> None:
+    """The simulator's instances time prefill past ``perf.prefill_time`` (straight to the
+    roofline, ``sim.steps.StepModel``) only while no profile is registered for them."""
+    model, chip = load_models()[MODEL], load_chips()[CHIP]
+    steps = StepModel(model, chip, 1)
+    assert steps.prefill_timing(500, 0).seconds == pytest.approx(0.5)
+    assert steps.prefill_timing(500, 0) == perf.prefill_time(model, chip, 500, 0, 1)
 
 
 def test_the_roofline_still_times_other_pairs_and_tp_above_one(
