@@ -203,3 +203,26 @@ def test_a_missing_page_is_styled_and_the_favicon_loads(
     assert icon.status == 200
     assert icon.headers["content-type"].startswith("image/svg+xml")
     screenshot(page, "not-found")
+
+
+def test_count_charts_start_at_zero_when_a_window_has_no_handoffs(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    # Windows served by P-MD only (as the demo's first minute): the handoff axis must not run
+    # from -1 to 1 around the empty bars.
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length === 6")
+
+    bottoms = page.evaluate(
+        """async () => {
+          const rld = await import('/static/frontend/js/chart_rld.js');
+          const points = ['00:00:00', '00:00:05'].map((t) => ({
+            start: `2026-01-01T${t}Z`, handoffs: {}, rld_token_share: 0}));
+          const el = document.createElement('div');
+          document.body.appendChild(el);
+          rld.render(el, points);
+          return [el._fullLayout.yaxis.range[0], el._fullLayout.yaxis2.range[0]];
+        }"""
+    )
+
+    assert bottoms == [0, 0]
