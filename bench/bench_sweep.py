@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from proc_stat import cpu_seconds  # bench/ is on sys.path: the script's folder
+
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("colocated", "same-dc", "naive-cross-dc", "pdd")
 
@@ -154,12 +156,7 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def process_cpu(procs: Sequence[subprocess.Popen[bytes]]) -> float:
     """CPU seconds (user + system) the running ``procs`` have used so far (Linux ``/proc``)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for proc in procs:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
-    return total / ticks
+    return cpu_seconds([proc.pid for proc in procs])
 
 
 def through_workers(

@@ -40,33 +40,20 @@ import http.client
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
+# bench/ is on sys.path: the script's folder.
+from telemetry_profile import profile_one, profile_report
+from telemetry_server import ROOT, Server, pg_backends_cpu, postgres_env, records, unpack
+
 GOAL_RPS = 50_000
 GOAL_P99_S = 1.0
 # The last commit before the bulk ingestion path (msgspec, COPY, request keys, partitions).
 BASELINE = "81c2089"
-SETUP = """
-from controlplane.accounts.services import api_token_issue
-from controlplane.billing.models import Tenant
-from controlplane.inventory.models import Site
-for slug in ("bench", "probe"):
-    Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
-site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
-print(api_token_issue(name="bench-agent-%s", scope="agent", site=site).secret)
-print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
-"""
 
 
 # Rollups exact across processes: the all-time counters sum to the stored records, once the
@@ -83,148 +70,6 @@ left = rollups_flush(wait=True)
 total = TelemetryRollup.objects.filter(window_s=0).aggregate(n=Sum("requests"))["n"]
 print(RequestRecord.objects.count(), total, left)
 """
-
-
-# The ingestion service called in-process (no HTTP): CPU of this process per 1000 records, and
-# a cProfile (CPU time) of the same load. argv: bench file, records, batch size.
-PROFILE = r"""
-import cProfile, importlib.util, json, pstats, sys, time
-spec = importlib.util.spec_from_file_location("bench_records", sys.argv[1])
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
-import django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0, interactive=False)
-from controlplane.billing.models import Tenant
-from controlplane.telemetry.services import records_ingest
-Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
-total, size = int(sys.argv[2]), int(sys.argv[3])
-def work():
-    return [json.loads(json.dumps(bench.records(size))) for _ in range(total // size)]
-records_ingest(records=work()[0])
-batches = work()
-start = time.process_time()
-for batch in batches:
-    records_ingest(records=batch)
-cpu = time.process_time() - start
-batches = work()
-profile = cProfile.Profile(time.process_time)  # CPU, as the total: waits on I/O are not
-profile.enable()
-for batch in batches:
-    records_ingest(records=batch)
-profile.disable()
-functions = {}
-for (path, _, name), (_, _, own, cumulative, _) in pstats.Stats(profile).stats.items():
-    key = path.rsplit("/", 1)[-1].removesuffix(".py") + "." + name
-    mine, cum = functions.get(key, (0.0, 0.0))
-    functions[key] = (mine + own, max(cum, cumulative))
-profiled = sum(own for own, _ in functions.values())
-print(json.dumps({"cpu_ms_per_1000": cpu / total * 1e6, "profiled_s": profiled,
-                  "functions": functions}))
-"""
-# The stages of ``records_ingest`` the profile table breaks out (either tree's names).
-STAGES = (
-    "validation.records_parse", "services._check_bounds", "services._check_tenants",
-    "partitions.partitions_ensure", "writes.keys_claim", "services._conflicting",
-    "writes.records_write", "writes.usage_write", "services._touch_api_keys",
-    "live.rollups_ingest", "staging.rollups_stage", "staging.rollups_flush_after_ingest",
-)  # fmt: skip
-
-
-def records(n: int, tenant: str = "bench") -> list[dict[str, Any]]:
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    out = []
-    for i in range(n):
-        hit = (i * 37) % 1000
-        out.append({
-            "request_id": f"{tenant}-{uuid.uuid4().hex}", "tenant": tenant, "model": "m",
-            "site": "dc-a", "pipeline": ("P-MD", "P-RLD-MD")[i % 2],
-            "arrival_time": now, "finish_time": now, "input_tokens": 1000, "hit_tokens": hit,
-            "miss_tokens": 1000 - hit, "output_tokens": 200, "ttft_s": 0.1 + (i % 50) / 100,
-            "tpot_s": 0.03, "wan_bytes": 5_000_000, "handoff_mode": "one-shot",
-            "rld_tokens": 12, "md_tokens": 188, "sla_met": True,
-        })  # fmt: skip
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pg_backends_cpu(url: str | None) -> dict[int, float]:
-    """CPU seconds so far of each PostgreSQL backend serving the database of ``url`` (the
-    daphne processes' connections; the server's shared processes are not counted)."""
-    if not url:
-        return {}
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        pids = [row[0] for row in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()")]  # fmt: skip
-    seen = {}
-    for pid in pids:
-        try:
-            seen[pid] = cpu_seconds([pid])
-        except (FileNotFoundError, ProcessLookupError):  # the backend ended meanwhile
-            continue
-    return seen
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of processes, from /proc (Linux)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
-    return total / tick
-
-
-class Server:
-    """Scratch database + daphne processes running the code in ``root``."""
-
-    def __init__(self, env: dict[str, str], procs: int, root: Path) -> None:
-        self.env = {**env, "PYTHONPATH": str(root)}
-        self.root = root
-        self.ports = [free_port() for _ in range(procs)]
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def manage(self, *args: str) -> str:
-        return subprocess.run([PY, "manage.py", *args], cwd=self.root, env=self.env,
-                              check=True, capture_output=True, text=True).stdout  # fmt: skip
-
-    def start(self) -> tuple[str, str]:
-        self.manage("migrate", "--noinput", "-v0")
-        tag = uuid.uuid4().hex[:6]
-        agent, viewer = self.manage("shell", "-c", SETUP % (tag, tag)).split()[-2:]
-        for port in self.ports:
-            self.procs.append(subprocess.Popen(
-                [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                 "controlplane.asgi:application"],
-                cwd=self.root, env=self.env, stdout=subprocess.DEVNULL,
-                stderr=open(Path(self.env["PDD_DATA_DIR"]) / f"daphne-{port}.log", "w"),  # noqa: SIM115
-            ))  # fmt: skip
-        for port in self.ports:
-            for _ in range(200):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-        return agent, viewer
-
-    def cpu(self) -> float:
-        return cpu_seconds([p.pid for p in self.procs])
-
-    def stop(self) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            p.wait(timeout=10)
 
 
 def post(conn: http.client.HTTPConnection, token: str, body: bytes) -> int:
@@ -325,65 +170,6 @@ def run_one(path: str, root: Path, env: dict[str, str], args: argparse.Namespace
                 "left": int(left)}  # fmt: skip
     finally:
         server.stop()
-
-
-def postgres_env(base: dict[str, str], args: argparse.Namespace, name: str) -> dict[str, str]:
-    import psycopg
-
-    admin = args.postgres.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    url = args.postgres.rsplit("/", 1)[0] + f"/{name}"
-    return {**base, "DATABASE_URL": url, "REDIS_URL": args.redis,
-            "PDD_CHANNEL_PREFIX": f"bench{uuid.uuid4().hex[:6]}"}  # fmt: skip
-
-
-def unpack(commit: str, into: Path) -> Path:
-    """The control plane of ``commit`` (``git archive``), to run the baseline from."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "manage.py", "controlplane", "frontend",
-         "pdd_core", "fixtures"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    into.mkdir(parents=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
-
-
-def profile_one(root: Path, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    """The in-process CPU per 1000 records of the tree at ``root``, and its profile."""
-    out = subprocess.run(
-        [PY, "-c", PROFILE, str(Path(__file__).resolve()), str(args.records), str(args.batch)],
-        cwd=root, env={**env, "PYTHONPATH": str(root), "DJANGO_SETTINGS_MODULE":
-                       "controlplane.settings"}, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
-
-
-def profile_report(results: dict[str, dict[str, Any]], top: int) -> None:
-    """CPU per 1000 records by stage (profile shares scaled to the unprofiled CPU), then the
-    functions of the newest tree with the most own time."""
-    print("\n| stage (ms CPU per 1000 records, in-process) | " + " | ".join(results) + " |")
-    print("|---|" + "---|" * len(results))
-
-    def scaled(r: dict[str, Any], seconds: float) -> float:
-        return float(seconds / r["profiled_s"] * r["cpu_ms_per_1000"])
-
-    for stage in STAGES:
-        cells = [r["functions"].get(stage) for r in results.values()]
-        if any(cells):
-            row = [f"{scaled(r, c[1]):.1f}" if c else "-" for r, c in
-                   zip(results.values(), cells, strict=True)]  # fmt: skip
-            print(f"| {stage} | " + " | ".join(row) + " |")
-    print("| **total** | " + " | ".join(f"{r['cpu_ms_per_1000']:.1f}" for r in results.values())
-          + " |")  # fmt: skip
-    name, last = list(results.items())[-1]
-    print(f"\n{name}: top {top} functions by own time (ms CPU per 1000 records)")
-    ranked = sorted(last["functions"].items(), key=lambda kv: -kv[1][0])[:top]
-    for function, (own, cumulative) in ranked:
-        print(f"  {scaled(last, own):6.2f} own {scaled(last, cumulative):7.2f} cum  {function}")
 
 
 def main() -> None:

@@ -53,7 +53,8 @@ def topology(request: HttpRequest) -> HttpResponse:
     site_wan: dict[str, float] = {}
     for site in site_list:
         latest = telemetry.series(window_s=5, scope="site", key=site.slug, points=12)
-        site_wan[site.slug] = latest[-1]["wan_gbps"] if latest else 0.0
+        point = telemetry.latest_closed(latest, 5)
+        site_wan[site.slug] = point["wan_gbps"] if point else 0.0
     link_rows = [
         {"link": link, "gbps": site_wan.get(link.source.slug, 0.0) if link.kind == "wan" else None}
         for link in inventory.link_list()

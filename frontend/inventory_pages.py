@@ -85,7 +85,8 @@ def _kind(slug: str) -> Kind:
 
 
 def _form_class(kind: Kind) -> type[forms.ModelForm[Any]]:
-    return forms.modelform_factory(kind.model, fields=kind.fields)
+    names = {field: labels.label(kind.model, field) for field in kind.fields}
+    return forms.modelform_factory(kind.model, fields=kind.fields, labels=names)
 
 
 def is_operator(request: HttpRequest) -> bool:

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdd_core.sim.summary import COMPARE_KEYS
-
 if TYPE_CHECKING:
     from pdd_core.sim import SimResult
 
@@ -48,10 +46,11 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
             )
         )
     first = next(iter(results.values()))
+    shares = [float(row["share"]) for row in first.summary.hit_bands]
     bands.add_trace(
         go.Scatter(
             x=[row["band"] for row in first.summary.hit_bands],
-            y=[row["share"] for row in first.summary.hit_bands],
+            y=shares,
             name="share of requests",
             yaxis="y2",
             mode="lines+markers",
@@ -61,9 +60,12 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
         title="Hit-band breakdown",
         xaxis_title="prefix hit at P",
         yaxis_title="TTFT P50 (s)",
-        yaxis2={"title": "share of requests", "overlaying": "y", "side": "right"},
+        yaxis2={"title": "share of requests", "overlaying": "y", "side": "right",
+                "range": [0, 1.15 * max(shares, default=1.0) or 1.0], "tickformat": ".0%",
+                "showgrid": False},
         barmode="group",
-    )
+        legend={"orientation": "h", "y": -0.25},
+    )  # fmt: skip
     figures.append(bands)
 
     wan = go.Figure()
@@ -90,13 +92,16 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
                 name=name,
             )
         )
-    mix.update_layout(title="Pipeline mix", barmode="stack", yaxis_title="share of requests")
+    share_axis = {"range": [0, 1], "tickformat": ".0%"}
+    mix.update_layout(title="Pipeline mix", barmode="stack",
+                      yaxis={"title": "share of requests", **share_axis})  # fmt: skip
     figures.append(mix)
 
     rld = go.Figure(
         go.Bar(x=list(results), y=[r.summary.rld_token_share for r in results.values()])
     )
-    rld.update_layout(title="Share of output tokens decoded on RLD", yaxis_title="share")
+    rld.update_layout(title="Share of output tokens decoded on RLD",
+                      yaxis={"title": "share", **share_axis})  # fmt: skip
     figures.append(rld)
 
     divs = "\n".join(
@@ -122,16 +127,20 @@ def _num(value: float) -> float | None:
 
 
 def _summary_table(results: Mapping[str, SimResult]) -> str:
-    keys = COMPARE_KEYS
+    """The compared figures, labelled with their units as ``pdd compare`` prints them."""
+    from pdd_core.cli.simulate import ROWS
+
     head = "".join(f"<th>{html.escape(p)}</th>" for p in results)
     rows = []
-    for key in keys:
+    for key, label, scale in ROWS:
         cells = "".join(
-            f"<td>{_cell(r.summary.compare_dict()[key])}</td>" for r in results.values()
+            f"<td>{_cell(r.summary.compare_dict()[key], scale)}</td>" for r in results.values()
         )
-        rows.append(f"<tr><th>{key}</th>{cells}</tr>")
+        rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
     return f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
 
 
-def _cell(value: float) -> str:
-    return "-" if isinstance(value, float) and math.isnan(value) else f"{value:.4g}"
+def _cell(value: float, scale: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    return f"{value * scale:.4g}"

@@ -83,3 +83,57 @@ def test_the_build_context_leaves_out_environments_state_and_history() -> None:
     assert {".git", ".venv", ".venv-*", "var", "test-artifacts", ".env"} <= ignored
     for copied in ("pdd_core", "controlplane", "frontend", "fixtures", "requirements"):
         assert copied not in ignored
+
+
+def _dockerfile() -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+
+
+def _ignored(path: str, patterns: set[str]) -> bool:
+    import fnmatch
+
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(fnmatch.fnmatch(p, pat) for p in prefixes for pat in patterns)
+
+
+def test_everything_the_image_copies_exists_and_is_in_the_build_context() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split()) - {"#"}
+    copies = [line.split()[1:-1] for line in _dockerfile() if line.startswith("COPY ")]
+    sources = [source for sources in copies for source in sources]
+
+    assert {"requirements/runtime.txt", "pyproject.toml", "README.md", "pdd_core"} <= set(sources)
+    for source in sources:
+        assert (ROOT / source).exists(), source
+        assert not _ignored(source, ignored), f"{source} is left out by .dockerignore"
+
+
+def test_the_image_creates_the_user_it_runs_as_and_a_supported_python() -> None:
+    import re
+    import tomllib
+
+    lines = _dockerfile()
+    run = next(line for line in lines if "useradd" in line)
+    base = next(line for line in lines if line.startswith("FROM "))
+
+    assert "groupadd --system --gid 10001 pdd" in run
+    assert "useradd --system --uid 10001 --gid pdd" in run
+    assert "chown pdd:pdd /var/lib/pdd" in run
+    assert [line for line in lines if line.startswith("USER ")] == ["USER 10001:10001"]
+    found = re.fullmatch(r"FROM python:3\.(\d+)-slim", base)
+    assert found is not None, base
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert requires == ">=3.11,<3.14" and 11 <= int(found[1]) <= 13
+
+
+def test_the_readme_says_the_secret_key_must_be_set_and_how() -> None:
+    readme = (ROOT / "README.md").read_text()
+    deploy = readme.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+
+    assert "**`PDD_SECRET_KEY` must be\nset**" in deploy
+    assert (
+        "echo \"PDD_SECRET_KEY=$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')\" "
+        ">> .env\ndocker compose up -d --build"
+    ) in deploy

@@ -111,6 +111,9 @@ def partitions_drop_before(cutoff: datetime) -> tuple[list[date], int]:
     rows = 0
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+        # Rows written earlier in an enclosing transaction leave deferred foreign-key checks
+        # pending, and PostgreSQL refuses to drop a table that has them: check them now.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         for day in dropped:
             cursor.execute(f"SELECT count(*) FROM {qn(partition_name(day))}")
             rows += int(cursor.fetchone()[0])

@@ -143,6 +143,21 @@ def series(*, window_s: int, scope: str, key: str = "", points: int = 120) -> li
     return [point_of(r, rates) for r in reversed(rows)]
 
 
+def latest_closed(points: list[dict[str, Any]], window_s: int) -> dict[str, Any] | None:
+    """The point a "now" figure shows (as the overview's KPI tiles, ``series.js`` kpiPoint):
+    the newest closed window when it is the one just before the still-filling window (whose
+    rates are partial and would read as a dip), else the newest point (None: no points)."""
+    if not points:
+        return None
+    now = timezone.now()
+    window = timedelta(seconds=window_s)
+    starts = [datetime.fromisoformat(p["start"].replace("Z", "+00:00")) for p in points]
+    cut = next((i for i, start in enumerate(starts) if start + window > now), len(points))
+    if 0 < cut < len(points) and starts[cut] - starts[cut - 1] <= window:
+        return points[cut - 1]
+    return points[-1]
+
+
 def scope_keys(scope: str, window_s: int = 60) -> list[str]:
     """The keys of a scope that have retained rollups (for the dashboard's scope picker)."""
     return list(

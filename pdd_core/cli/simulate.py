@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rates = trace_hits(requests, scenario.config.block_size)
-    summary = with_trace_hits(result.summary, rates).to_dict()
+    result = replace(result, summary=with_trace_hits(result.summary, rates))
+    summary = result.summary.to_dict()
     payload = {"scenario": scenario.name, "policy": args.policy, "summary": _clean(summary)}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     write_records_csv(out / "records.csv", result.records)
@@ -275,6 +276,8 @@ CAPACITY_ROWS: tuple[tuple[str, str, float], ...] = (
 )
 
 
+# The compared figures (``pdd_core.sim.summary.COMPARE_KEYS``) as people read them: label
+# and the factor into the label's unit (``pdd compare`` and report.html).
 ROWS: tuple[tuple[str, str, float], ...] = (
     ("ttft_p50", "TTFT P50 (s)", 1.0),
     ("ttft_p90", "TTFT P90 (s)", 1.0),
@@ -286,6 +289,7 @@ ROWS: tuple[tuple[str, str, float], ...] = (
     ("bcr", "BCR (req/s per $/h) x1000", 1e3),
     ("wan_gbps_mean", "WAN mean (Gbps)", 1.0),
     ("wan_gbps_peak", "WAN peak (Gbps)", 1.0),
+    ("wan_gbps_busy_mean", "WAN busy mean (Gbps)", 1.0),
     ("rld_token_share", "RLD token share", 1.0),
     ("rejected", "rejected (429)", 1.0),
     ("singular_share", "singular (P-RLD) share", 1.0),

@@ -143,7 +143,7 @@ def test_ttft_chart_fits_the_data_and_draws_the_sla_as_a_line_over_a_breach_band
     bands = [s for s in layout["shapes"] if s["type"] == "rect" and s["y0"] == 0.5]
     assert len(bands) == 1
     assert "SLA P90 0.50 s" in layout["notes"]
-    assert "SLA P99 10 s (above the chart)" in layout["notes"]
+    assert "above the chart: SLA P99 10 s" in layout["notes"]
     screenshot(page, "overview-ttft")
 
 
@@ -165,13 +165,19 @@ def test_the_still_filling_window_is_drawn_dotted_and_a_silent_window_breaks_the
             const traces = s.lineTraces(points, points.map(p => p.v), {name: 'v'});
             const gap = s.withGaps(
               ['2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z', '2026-01-01T00:00:20Z'], [1, 2, 3]);
-            return {cut: s.fillingFrom(points, now), gap, traces: traces.map(t => ({
+            const silent = [points[0], points[2]];  // no request in the window before
+            return {cut: s.fillingFrom(points, now), gap,
+              kpi: s.kpiPoint(points, now).v, kpiAfterSilence: s.kpiPoint(silent, now).v,
+              traces: traces.map(t => ({
               x: t.x, dash: (t.line || {}).dash || null, legend: t.showlegend !== false}))};
           } finally { Date.now = realNow; }
         }"""
     )
 
     assert result["cut"] == 2
+    # The KPI tiles read the window that just closed, not the partial one (nor, after a silent
+    # window, a closed one from before the silence).
+    assert (result["kpi"], result["kpiAfterSilence"]) == (1, 2)
     assert result["gap"] == [
         ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z", "2026-01-01T00:00:10.000Z",
          "2026-01-01T00:00:20Z"],
@@ -197,3 +203,26 @@ def test_a_missing_page_is_styled_and_the_favicon_loads(
     assert icon.status == 200
     assert icon.headers["content-type"].startswith("image/svg+xml")
     screenshot(page, "not-found")
+
+
+def test_count_charts_start_at_zero_when_a_window_has_no_handoffs(
+    live_server_url: str, seeded: None, page: Any
+) -> None:
+    # Windows served by P-MD only (as the demo's first minute): the handoff axis must not run
+    # from -1 to 1 around the empty bars.
+    log_in(page, live_server_url, "ops", "ops-pass-123")
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length === 6")
+
+    bottoms = page.evaluate(
+        """async () => {
+          const rld = await import('/static/frontend/js/chart_rld.js');
+          const points = ['00:00:00', '00:00:05'].map((t) => ({
+            start: `2026-01-01T${t}Z`, handoffs: {}, rld_token_share: 0}));
+          const el = document.createElement('div');
+          document.body.appendChild(el);
+          rld.render(el, points);
+          return [el._fullLayout.yaxis.range[0], el._fullLayout.yaxis2.range[0]];
+        }"""
+    )
+
+    assert bottoms == [0, 0]

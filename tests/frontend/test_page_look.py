@@ -85,3 +85,25 @@ def test_inventory_headers_are_words_with_units(
     cells = [re.sub(r"<[^>]+>", "", th).strip() for th in re.findall(r"<th>(.*?)</th>", thead)]
 
     assert [c for c in cells if c] == headers
+
+
+@pytest.mark.parametrize(
+    ("kind", "some_labels"),
+    [
+        ("links", ["Source site", "Bandwidth (Gbit/s)", "Round trip (ms)",
+                   "Bandwidth jitter (coefficient of variation)", "Transfer cost ($ per GB)"]),
+        ("chip-models", ["Scale-up bandwidth (GB/s)", "Scale-out NIC (Gbit/s)",
+                         "Compute efficiency (fraction of peak)", "Source"]),
+        ("model-profiles", ["KV heads", "Context window (tokens)",
+                            "MoE experts per token (top-k)"]),
+    ],
+)  # fmt: skip
+def test_inventory_forms_label_fields_in_words_with_units(
+    browser_operator: Client, kind: str, some_labels: list[str]
+) -> None:
+    html = browser_operator.get(f"/inventory/{kind}/new/").content.decode()
+    found = [re.sub(r"<[^>]+>", "", label).strip() for label in
+             re.findall(r"<label[^>]*>(.*?)</label>", html, re.S)]  # fmt: skip
+
+    assert set(some_labels) <= set(found), found
+    assert not [text for text in found if "_" in text or text.endswith(("gbps", " ms", " gb"))]

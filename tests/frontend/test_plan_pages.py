@@ -85,3 +85,13 @@ def test_anonymous_is_sent_to_login(client: Client) -> None:
     response = client.get("/plans/")
     assert response.status_code == 302
     assert "/accounts/login/" in response["Location"]
+
+
+def test_plan_tables_have_headers_in_words(browser_operator: Client) -> None:
+    plan = _done_plan()
+    listing = browser_operator.get("/plans/").content.decode()
+    page = browser_operator.get(f"/plans/{plan.pk}/").content.decode()
+
+    assert "<th>Scenario</th>" in listing and "<th>Config version</th>" in listing
+    assert "<th>Role</th><th>Site</th><th>Chip</th><th>Instances</th><th>TP</th>" in page
+    assert "<th>Simulated</th><th>Plan</th><th>Baseline</th>" in page

@@ -108,16 +108,20 @@ def _agent_token(site: Site, saved: object) -> tuple[str, bool]:
 
 
 def demo_wan_link(dataplane: Path) -> Link | None:
-    """Register the demo's WAN line as its emulator runs it; returns that link (None: none).
+    """Register the WAN line the demo's emulator stands for; returns that link (None: none).
 
     The seeded topology describes a production line (``fixtures/demo/topology.json``); the
-    demo's data plane emulates a smaller one (``wan`` in ``fixtures/dataplane/<engine>.json``:
-    KV payloads scaled by ``engine.payload_scale`` over a line scaled alike). The topology
-    page's live figures count the bytes that really crossed the emulator, so the link they are
-    read against is the emulated one: same bandwidth, round trip and jitter, no bandwidth jitter.
+    demo's data plane emulates another (``wan`` in ``fixtures/dataplane/<engine>.json``): KV
+    payloads travel at ``engine.payload_scale`` of their size over a line emulated at the same
+    fraction of its bandwidth, so every transfer takes the time it would take at full size on
+    ``bandwidth_gbps / payload_scale``. The journal counts WAN bytes at their real size
+    (``pdd_core.agent.gateway_types.real_bytes``), so the link the topology page reads them
+    against is that full-size line: its bandwidth, the emulator's round trip and jitter, no
+    bandwidth jitter (the emulator has none).
     """
     raw = json.loads(dataplane.read_text(encoding="utf-8"))
     wan = raw["wan"]
+    scale = float(raw.get("engine", {}).get("payload_scale", 1.0))
     sites = {a["site"] for a in raw["agents"]}
     link = (
         Link.objects.filter(kind=LinkKind.WAN, source__slug__in=sites, target__slug__in=sites)
@@ -127,7 +131,7 @@ def demo_wan_link(dataplane: Path) -> Link | None:
     if link is None:
         return None
     return model_update(link, {
-        "bandwidth_gbps": float(wan["bandwidth_gbps"]), "rtt_ms": float(wan["rtt_ms"]),
+        "bandwidth_gbps": float(wan["bandwidth_gbps"]) / scale, "rtt_ms": float(wan["rtt_ms"]),
         "jitter_ms": float(wan.get("jitter_ms", 0.0)), "bandwidth_jitter": 0.0,
     })  # fmt: skip
 

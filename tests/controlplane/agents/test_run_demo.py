@@ -170,21 +170,77 @@ def test_the_banner_says_when_a_plan_from_an_earlier_run_is_still_active() -> No
     ) in _banner()
 
 
-def test_the_registered_wan_link_is_the_line_the_demo_emulates() -> None:
+def _demo_plane() -> dict[str, Any]:
     import json
 
     from controlplane.agents.management.commands.run_demo import TOPOLOGY
+
+    plane: dict[str, Any] = json.loads(TOPOLOGY.read_text(encoding="utf-8"))
+    return plane
+
+
+def test_the_registered_wan_link_is_the_full_size_line_the_demo_emulates() -> None:
     from controlplane.inventory.models import Link
 
     setup()
 
-    wan = json.loads(TOPOLOGY.read_text(encoding="utf-8"))["wan"]
+    plane = _demo_plane()
+    wan, scale = plane["wan"], plane["engine"]["payload_scale"]
     link = Link.objects.get(kind="wan")
     assert (link.source.slug, link.target.slug) == ("dc-a", "dc-b")
     assert (link.bandwidth_gbps, link.rtt_ms, link.jitter_ms, link.bandwidth_jitter) == (
-        wan["bandwidth_gbps"], wan["rtt_ms"], wan["jitter_ms"], 0.0,
+        pytest.approx(wan["bandwidth_gbps"] / scale), wan["rtt_ms"], wan["jitter_ms"], 0.0,
     )  # fmt: skip
+    assert link.bandwidth_gbps == pytest.approx(25.0)
     assert (
-        "  WAN:        emulated 0.025 Gbps, 10 ms RTT (KV payloads at 0.001 of their size: the "
-        "transfer times of a 25 Gbps line); the topology page shows this line"
+        "  WAN:        a 25 Gbps line, 10 ms RTT (emulated at 0.025 Gbps with KV payloads at "
+        "0.001 of their size: the same transfer times); the topology page shows this line and "
+        "its bytes at full size"
     ) in _banner()
+
+
+def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
+    browser_operator: Any,
+) -> None:
+    """The journal's WAN bytes (scaled back to full size) over the registered link: the
+    emulated line busy for a whole 5 s window shows 100 %, not 0.1 % or 100,000 %; a request
+    already in the still-filling window does not make it read as a dip."""
+    import re
+    import time
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.inventory.models import ModelProfile
+    from controlplane.telemetry.services import records_ingest
+    from pdd_core.agent.gateway_types import real_bytes
+    from tests.controlplane.telemetry.conftest import record_at
+
+    setup()
+    plane = _demo_plane()
+    wire = round(plane["wan"]["bandwidth_gbps"] * 1e9 * 5 / 8)  # the emulated line, 5 s busy
+    full = real_bytes(wire, wire, plane["engine"]["payload_scale"])
+    # Requests of the demo's model, each shipping the KV of its 60,000 prompt tokens once.
+    kv = ModelProfile.objects.get(slug=plane["model"]).to_spec().kv_bytes_per_token
+    each = round(60_000 * kv)
+    sizes = [each] * (full // each) + [full % each]
+    phase = time.time() % 5
+    if phase > 1:  # start early in a window, so that it is still filling when the page is read
+        time.sleep(5.1 - phase)
+    now = timezone.now()
+    finish = now - timedelta(seconds=5 + now.timestamp() % 5)  # inside the last complete window
+    fields = {"tenant": "demo", "site": "dc-a", "model": plane["model"], "input_tokens": 60_000,
+              "hit_tokens": 0, "miss_tokens": 60_000}  # fmt: skip
+    records = [record_at(finish, wan_bytes=n, **fields) for n in sizes]
+    records.append(record_at(now, wan_bytes=each, **fields))  # the filling window
+    result = records_ingest(records=records)
+    assert (result.accepted, result.errors) == (len(records), {}), result
+
+    html = browser_operator.get("/topology/").content.decode()
+
+    row = re.search(r'<tr data-link="[^"]+" data-source="dc-a" data-capacity="([^"]+)" '
+                    r'data-kind="wan">.*?data-gbps="([^"]+)"', html, re.S)  # fmt: skip
+    assert row is not None, html
+    capacity, gbps = float(row[1]), float(row[2])
+    assert capacity == pytest.approx(25.0)
+    assert gbps / capacity == pytest.approx(1.0, rel=1e-6)

@@ -99,3 +99,19 @@ def test_simulate_writes_results_records_and_an_offline_report(tmp_path, capsys)
     assert len(page) > 1_000_000
     for title in ("TTFT CDF", "Hit-band breakdown", "WAN utilisation", "Pipeline mix", "RLD"):
         assert title in page
+    # The summary table: labels with units (no field names), and the trace's own hit rate that
+    # results.json has (the report was given the summary before it was filled in).
+    trace_hit = results["summary"]["trace_hit_token_weighted"]
+    assert trace_hit is not None
+    assert f"<tr><th>trace&#x27;s own hit (token-w.)</th><td>{trace_hit:.4g}</td></tr>" in page
+    tpot_ms = results["summary"]["tpot_p50"] * 1e3
+    assert f"<tr><th>TPOT P50 (ms)</th><td>{tpot_ms:.4g}</td></tr>" in page
+    assert "<th>ttft_p50</th>" not in page
+
+
+def test_the_compared_rows_are_the_compared_figures():
+    from pdd_core.cli.simulate import ROWS
+    from pdd_core.sim.summary import COMPARE_KEYS
+
+    keys = [key for key, _, _ in ROWS]
+    assert len(keys) == len(set(keys)) and set(keys) == set(COMPARE_KEYS)

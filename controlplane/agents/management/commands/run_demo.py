@@ -304,16 +304,17 @@ class Demo:
 
 
 def wan_line() -> str:
-    """The banner's line on the emulated WAN (what the topology page shows as the WAN link)."""
+    """The banner's line on the emulated WAN and the line the topology page shows for it."""
     raw = json.loads(TOPOLOGY.read_text(encoding="utf-8"))
     wan, scale = raw["wan"], float(raw["engine"].get("payload_scale", 1.0))
-    line = f"  WAN:        emulated {wan['bandwidth_gbps']:g} Gbps, {wan['rtt_ms']:g} ms RTT"
+    full = wan["bandwidth_gbps"] / scale
+    line = f"  WAN:        a {full:g} Gbps line, {wan['rtt_ms']:g} ms RTT"
     if scale != 1.0:
         line += (
-            f" (KV payloads at {scale:g} of their size: the transfer times of a "
-            f"{wan['bandwidth_gbps'] / scale:g} Gbps line)"
+            f" (emulated at {wan['bandwidth_gbps']:g} Gbps with KV payloads at {scale:g} of "
+            "their size: the same transfer times)"
         )
-    return line + "; the topology page shows this line"
+    return line + "; the topology page shows this line and its bytes at full size"
 
 
 def _agent_names() -> set[str]:

@@ -7,5 +7,5 @@ export function render(el, points) {
   const x = xs(points);
   draw(el, BANDS.map((name, i) => ({
     x, y: points.map((p) => p.hit_bands[i]), name, type: "bar",
-  })), { barmode: "stack", yaxis: { title: { text: "requests" } } }, points);
+  })), { barmode: "stack", yaxis: { title: { text: "requests" }, rangemode: "nonnegative" } }, points);
 }

@@ -7,5 +7,5 @@ export function render(el, points) {
   const x = xs(points);
   draw(el, PIPELINES.map((name) => ({
     x, y: points.map((p) => p.pipelines[name] || 0), name, stackgroup: "mix", mode: "lines",
-  })), { yaxis: { title: { text: "requests" } } }, points);
+  })), { yaxis: { title: { text: "requests" }, rangemode: "nonnegative" } }, points);
 }

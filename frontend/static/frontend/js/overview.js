@@ -1,6 +1,6 @@
 // The overview page: figures from server JSON first, then live points from /ws/live/.
 import { openLive } from "./live.js";
-import { mergePoints } from "./series.js";
+import { kpiPoint, mergePoints } from "./series.js";
 import * as kpis from "./kpis.js";
 import * as ttft from "./chart_ttft.js";
 import * as hitBands from "./chart_hit_bands.js";
@@ -20,7 +20,7 @@ const kpiRoot = document.getElementById("kpis");
 
 function renderAll() {
   for (const [chart, id] of charts) chart.render(document.getElementById(id), points, ctx);
-  kpis.render(kpiRoot, points[points.length - 1], ctx);
+  kpis.render(kpiRoot, kpiPoint(points), ctx);
   document.body.dataset.points = String(points.length);
 }
 

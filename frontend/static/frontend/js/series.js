@@ -16,6 +16,15 @@ export function mergePoints(points, incoming) {
 export const xs = (points) => points.map((p) => p.start);
 export const ys = (points, key) => points.map((p) => p[key]);
 
+// The point the KPI tiles show: the newest closed window when it is the one just before the
+// filling window (a filling window's rates are partial and would read as a dip), else the newest.
+export function kpiPoint(points, now = Date.now()) {
+  const cut = fillingFrom(points, now);
+  if (cut === 0 || cut === points.length) return points[points.length - 1];
+  const gap = Date.parse(points[cut].start) - Date.parse(points[cut - 1].start);
+  return gap <= WINDOW_MS ? points[cut - 1] : points[points.length - 1];
+}
+
 // Index of the first still-filling point (points.length when every window has closed).
 export function fillingFrom(points, now = Date.now()) {
   let i = points.length;
@@ -40,10 +49,11 @@ export function withGaps(x, y) {
 }
 
 // A line over closed windows, continued dotted (same colour, no legend entry) into the filling one.
+// Each window is also a small dot: a window with silence on both sides has no line to draw.
 export function lineTraces(points, y, trace) {
   const x = xs(points);
   const cut = fillingFrom(points);
-  const base = { mode: "lines", legendgroup: trace.name, ...trace };
+  const base = { mode: "lines+markers", marker: { size: 4 }, legendgroup: trace.name, ...trace };
   const [cx, cy] = withGaps(x.slice(0, cut), y.slice(0, cut));
   const closed = { ...base, x: cx, y: cy };
   if (cut === points.length) return [closed];
@@ -94,7 +104,7 @@ export function fitTargets(points, keys, targets, unit) {
   if (hidden.length) {
     annotations.push({ xref: "paper", yref: "paper", x: 0, y: 1, xanchor: "left", yanchor: "bottom",
       showarrow: false, font: { size: 10, color: SLA_COLOR },
-      text: hidden.map((t) => `${t.name} ${fmt(t.value)} ${unit} (above the chart)`).join("<br>") });
+      text: "above the chart: " + hidden.map((t) => `${t.name} ${fmt(t.value)} ${unit}`).join(" · ") });
   }
   return { range: [0, yMax], shapes, annotations };
 }

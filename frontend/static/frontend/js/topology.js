@@ -1,9 +1,11 @@
 // The topology page: live WAN utilisation per link from the site streams.
 import { openLive } from "./live.js";
+import { kpiPoint, mergePoints } from "./series.js";
 
 const sites = JSON.parse(document.getElementById("topology-sites").textContent);
+const pushed = {};
 
-// Three significant digits: the demo's emulated line carries Mbit/s, a production one Gbit/s.
+// Three significant digits: a quiet line carries Mbit/s, a busy one Gbit/s.
 function gbpsText(gbps) {
   return gbps === 0 ? "0" : gbps >= 100 ? gbps.toFixed(0) : gbps.toPrecision(3);
 }
@@ -24,8 +26,12 @@ for (const row of document.querySelectorAll('tr[data-kind="wan"]')) {
 openLive({
   scopes: sites.map((s) => "site:" + s),
   statusEl: document.getElementById("live-status"),
+  // Per site, the pushed 5 s windows; a link shows the one that just closed (the filling
+  // window's bytes are partial), as the overview's tiles do.
   onPoints: (message) => {
-    const latest = message.points.filter((p) => p.window === "5s").pop();
-    if (latest) update(message.key, latest.wan_gbps);
+    const fresh = message.points.filter((p) => p.window === "5s");
+    if (!fresh.length) return;
+    pushed[message.key] = mergePoints(pushed[message.key] || [], fresh);
+    update(message.key, kpiPoint(pushed[message.key]).wan_gbps);
   },
 });
