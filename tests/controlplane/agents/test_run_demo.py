@@ -206,8 +206,8 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
     emulated line busy for a whole 5 s window shows 100 %, not 0.1 % or 100,000 %; a request
     already in the still-filling window does not make it read as a dip."""
     import re
-    import time
     from datetime import timedelta
+    from unittest import mock
 
     from django.utils import timezone
 
@@ -224,9 +224,6 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
     kv = ModelProfile.objects.get(slug=plane["model"]).to_spec().kv_bytes_per_token
     each = round(60_000 * kv)
     sizes = [each] * (full // each) + [full % each]
-    phase = time.time() % 5
-    if phase > 1:  # start early in a window, so that it is still filling when the page is read
-        time.sleep(5.1 - phase)
     now = timezone.now()
     finish = now - timedelta(seconds=5 + now.timestamp() % 5)  # inside the last complete window
     fields = {"tenant": "demo", "site": "dc-a", "model": plane["model"], "input_tokens": 60_000,
@@ -236,7 +233,10 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
     result = records_ingest(records=records)
     assert (result.accepted, result.errors) == (len(records), {}), result
 
-    html = browser_operator.get("/topology/").content.decode()
+    # The page is read at ``now`` (the telemetry selectors' clock held there), so the window
+    # holding ``now`` is still filling however long the ingestion and the request take.
+    with mock.patch("controlplane.telemetry.selectors.timezone.now", return_value=now):
+        html = browser_operator.get("/topology/").content.decode()
 
     row = re.search(r'<tr data-link="[^"]+" data-source="dc-a" data-capacity="([^"]+)" '
                     r'data-kind="wan">.*?data-gbps="([^"]+)"', html, re.S)  # fmt: skip
