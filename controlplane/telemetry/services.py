@@ -31,6 +31,7 @@ from controlplane.telemetry.bounds import (
     TimeBounds,
     record_bound_errors,
     unknown_model_limits,
+    within_bounds,
 )
 from controlplane.telemetry.models import RequestRecord
 from controlplane.telemetry.partitions import day_of, partitions_ensure
@@ -66,11 +67,11 @@ def _check_bounds(valid: Indexed, errors: dict[int, dict[str, Any]]) -> Indexed:
     times = TimeBounds.at(timezone.now())
     kept = []
     for index, record in valid:
-        problems = record_bound_errors(record, limits.get(record["model"], fallback), times)
-        if problems:
-            errors[index] = problems
-        else:
+        bounds = limits.get(record["model"], fallback)
+        if within_bounds(record, bounds, times):
             kept.append((index, record))
+        else:
+            errors[index] = record_bound_errors(record, bounds, times)
     return kept
 
 

@@ -136,9 +136,54 @@ def records_write(
     columns = ", ".join(qn(f.column) for f in _fields(RequestRecord, names))
     sql = f"COPY {qn(RequestRecord._meta.db_table)} ({columns}) FROM STDIN"
     tail = (batch, token_id, now)
+    text = copy_text(records, tail)
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for r in records:
-            copy.write_row((r["request_id"], *[r[n] for n in RECORD_FIELDS], *tail))
+        if text is not None:
+            copy.write(text)
+        else:  # a value the plain text would not carry as is: psycopg escapes it
+            for r in records:
+                copy.write_row((r["request_id"], *[r[n] for n in RECORD_FIELDS], *tail))
+
+
+def _copy_value(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value) if isinstance(value, str | uuid.UUID | int) else repr(value)
+
+
+def copy_text(records: Sequence[Record], tail: Sequence[Any]) -> str | None:
+    """The rows of ``records`` (``request_id``, ``RECORD_FIELDS``, then ``tail``) as one
+    ``COPY ... FROM STDIN`` text, or None when a value holds a character the text format
+    would have to escape (a tab, newline, carriage return or backslash; validated records
+    never do). One ``copy.write`` of this text costs a fraction of psycopg's ``write_row``
+    per row, which dumps value by value in Python."""
+    end = "\t".join(map(_copy_value, tail)) + "\n"
+    # The columns in order; the types a validated record carries make these conversions exact.
+    lines = [
+        f"{r['request_id']}\t{r['tenant']}\t{r['api_key_prefix']}\t{r['model']}\t"
+        f"{r['site']}\t{r['pipeline']}\t{r['arrival_time'].isoformat()}\t"
+        f"{r['finish_time'].isoformat()}\t{r['input_tokens']:d}\t{r['hit_tokens']:d}\t"
+        f"{r['miss_tokens']:d}\t{r['output_tokens']:d}\t{_copy_value(r['ttft_s'])}\t"
+        f"{_copy_value(r['tpot_s'])}\t{r['wan_bytes']:d}\t{r['handoff_mode']}\t"
+        f"{r['rld_tokens']:d}\t{r['md_tokens']:d}\t{'t' if r['sla_met'] else 'f'}\t"
+        f"{'t' if r['rejected'] else 'f'}\t{end}"
+        for r in records
+    ]
+    text = "".join(lines)
+    columns = 1 + len(RECORD_FIELDS) + len(tail)
+    nulls = sum(r["ttft_s"] is None for r in records) + sum(r["tpot_s"] is None for r in records)
+    nulls += end.count("\\N") * len(records)
+    # Every separator, line end and backslash is one this function wrote: nothing to escape.
+    if (text.count("\t") != len(records) * (columns - 1) or text.count("\n") != len(records)
+            or "\r" in text or text.count("\\") != nulls):  # fmt: skip
+        return None
+    return text
 
 
 def usage_write(records: Sequence[Record], tenants: Mapping[str, int]) -> None:
