@@ -255,12 +255,16 @@ def _write_back(rows: Sequence[TelemetryRollup]) -> None:
     sql = (f"UPDATE {qn(TelemetryRollup._meta.db_table)} SET "
            + ", ".join(f"{qn(f.column)} = %s" for f in fields) + " WHERE id = %s")  # fmt: skip
     now = timezone.now()
+    stamp = TelemetryRollup._meta.get_field("updated_at").get_db_prep_save(now, connection)
+    # Counts and sums go as the ints and floats they are; the maps through their field (JSON).
+    plain = [*COUNT_FIELDS, *SUM_FIELDS]
+    maps = [f for f in fields if f.name in MAP_FIELDS]
+    params = []
     for row in rows:
         row.updated_at = now
-    params = [
-        [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
-        for row in rows
-    ]
+        values = [getattr(row, name) for name in plain]
+        values += [f.get_db_prep_save(getattr(row, f.attname), connection) for f in maps]
+        params.append([*values, stamp, row.pk])
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 

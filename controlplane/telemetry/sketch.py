@@ -63,11 +63,11 @@ def histogram_of(values: Iterable[float]) -> Histogram:
     """A sparse histogram (``{"bucket index": count}``) of ``values``."""
     # ``bucket_index`` inlined (one list of ints, counted, then named): a function call and a
     # string per value cost several times the arithmetic. For MIN_VALUE <= value < MAX_VALUE
-    # the formula gives 1..N_BUCKETS - 2, so it needs no clamp.
+    # the formula is at least 1; rounding can take it one past the last log bucket.
     log10, floor = math.log10, math.floor
     counted = Counter([
         0 if value < MIN_VALUE else _OVERFLOW if value >= MAX_VALUE
-        else floor(log10(value / MIN_VALUE) * BUCKETS_PER_DECADE) + 1
+        else min(floor(log10(value / MIN_VALUE) * BUCKETS_PER_DECADE) + 1, _OVERFLOW - 1)
         for value in values
     ])  # fmt: skip
     return {str(index): count for index, count in counted.items()}

@@ -149,7 +149,8 @@ def record_fast(raw: Any) -> dict[str, Any] | None:
         if fields[name] is not None and not math.isfinite(fields[name]):
             return None
     for name in ("arrival_time", "finish_time"):  # as DRF gives them: in UTC
-        fields[name] = fields[name].astimezone(UTC)
+        if fields[name].tzinfo is not UTC:  # "Z" already reads as UTC
+            fields[name] = fields[name].astimezone(UTC)
     if cross_field_errors(fields):
         return None
     return fields
