@@ -15,7 +15,8 @@ from telemetry_server import PY
 # a cProfile (CPU time) of the same load. argv: the file holding ``records``
 # (telemetry_server.py), records, batch size.
 PROFILE = r"""
-import cProfile, importlib.util, json, pstats, sys, time
+import cProfile, importlib.util, json, os, pstats, sys, time
+sys.path.append(os.path.dirname(sys.argv[1]))  # telemetry_server.py imports proc_stat
 spec = importlib.util.spec_from_file_location("bench_records", sys.argv[1])
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
@@ -62,11 +63,14 @@ STAGES = (
 def profile_one(root: Path, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
     """The in-process CPU per 1000 records of the tree at ``root``, and its profile."""
     records_file = Path(__file__).with_name("telemetry_server.py")
-    out = subprocess.run(
+    done = subprocess.run(
         [PY, "-c", PROFILE, str(records_file), str(args.records), str(args.batch)],
         cwd=root, env={**env, "PYTHONPATH": str(root), "DJANGO_SETTINGS_MODULE":
-                       "controlplane.settings"}, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+                       "controlplane.settings"}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"profile of {root} failed:\n{done.stderr[-3000:]}")
+    out = done.stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return result
 

@@ -152,16 +152,25 @@ class UsageRecord(RequestColumns):
     invoice, or, arriving after that was issued, as an adjustment on the next one.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="usage")
+    # Ingestion inserts a row per served request: each index is paid on every one. The
+    # tenant's own index would repeat the lead of ``(tenant, time)``; the invoice's holds only
+    # the rows an invoice claimed (``invoice = x`` implies not null: the planner uses it).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="usage", db_index=False
+    )
     time = models.DateTimeField()
     invoice = models.ForeignKey(
-        "Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="records"
-    )
+        "Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="records",
+        db_index=False,
+    )  # fmt: skip
 
     class Meta(RequestColumns.Meta):
         indexes = [
             models.Index(fields=["tenant", "time"]),
             models.Index(fields=["time"]),
+            models.Index(
+                fields=["invoice"], condition=Q(invoice__isnull=False), name="usagerecord_invoice"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

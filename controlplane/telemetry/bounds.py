@@ -118,6 +118,30 @@ def _check_times(record: Mapping[str, Any], times: TimeBounds, errors: dict[str,
             errors[name] = f"Must be finite and within the request's duration ({duration:.3f} s)."
 
 
+def within_bounds(record: Mapping[str, Any], limits: RecordLimits, times: TimeBounds) -> bool:
+    """Whether ``record`` breaks no bound: ``record_bound_errors`` is empty exactly when this
+    is true. One function of plain comparisons, for the common case of a plausible record (the
+    messages are built only for the others)."""
+    output = record["output_tokens"]
+    tokens = record["input_tokens"] + output
+    finish: datetime = record["finish_time"]
+    arrival: datetime = record["arrival_time"]
+    if (tokens > limits.max_context or record["rld_tokens"] > output
+            or record["md_tokens"] > output
+            or record["wan_bytes"] > limits.max_wan_bytes(tokens)  # tokens <= max_context
+            or finish > times.latest_finish or arrival < times.oldest_arrival):  # fmt: skip
+        return False
+    duration = (finish - arrival).total_seconds()
+    if duration > MAX_REQUEST_S:
+        return False
+    ceiling = max(duration, 0.0) + TIMING_SLACK_S
+    for name in ("ttft_s", "tpot_s"):
+        value = record.get(name)
+        if value is not None and not (math.isfinite(value) and value <= ceiling):
+            return False
+    return True
+
+
 def record_bound_errors(
     record: Mapping[str, Any], limits: RecordLimits, times: TimeBounds
 ) -> dict[str, list[str]]:

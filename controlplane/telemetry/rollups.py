@@ -79,20 +79,20 @@ class Delta:
         c["sla_met"] = sum([1 for r in served if r["sla_met"]])
         for name in ("input_tokens", "hit_tokens", "output_tokens", "wan_bytes", "rld_tokens",
                      "md_tokens"):  # fmt: skip
-            c[name] = sum([int(r[name]) for r in served])
+            c[name] = sum([r[name] for r in served])  # ints: the parsers give nothing else
         # As pdd_core.metrics.request_weighted_hit: no input counts as a zero hit.
         ratios = [r["hit_tokens"] / r["input_tokens"] if r["input_tokens"] > 0 else 0.0
                   for r in served]  # fmt: skip
         s["hit_ratio_sum"] = sum(ratios)
         s["revenue"] = sum([revenue_of(r) for r in served])
-        m["hit_bands"] = _counted(str(hit_band_index(ratio)) for ratio in ratios)
+        m["hit_bands"] = {str(band): n for band, n in Counter(map(hit_band_index, ratios)).items()}
         m["pipelines"] = _counted(r["pipeline"] for r in served)
         m["handoffs"] = _counted(r["handoff_mode"] for r in served if r.get("handoff_mode"))
         for name in ("ttft", "tpot"):
             values = [float(v) for r in served if (v := r.get(f"{name}_s")) is not None]
             c[f"{name}_count"] = len(values)
             s[f"{name}_sum"] = sum(values)
-            m[f"{name}_hist"] = _counted(str(sketch.bucket_index(v)) for v in values)
+            m[f"{name}_hist"] = sketch.histogram_of(values)
         return delta
 
     def merge(self, other: Delta) -> None:
@@ -255,12 +255,16 @@ def _write_back(rows: Sequence[TelemetryRollup]) -> None:
     sql = (f"UPDATE {qn(TelemetryRollup._meta.db_table)} SET "
            + ", ".join(f"{qn(f.column)} = %s" for f in fields) + " WHERE id = %s")  # fmt: skip
     now = timezone.now()
+    stamp = TelemetryRollup._meta.get_field("updated_at").get_db_prep_save(now, connection)
+    # Counts and sums go as the ints and floats they are; the maps through their field (JSON).
+    plain = [*COUNT_FIELDS, *SUM_FIELDS]
+    maps = [f for f in fields if f.name in MAP_FIELDS]
+    params = []
     for row in rows:
         row.updated_at = now
-    params = [
-        [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
-        for row in rows
-    ]
+        values = [getattr(row, name) for name in plain]
+        values += [f.get_db_prep_save(getattr(row, f.attname), connection) for f in maps]
+        params.append([*values, stamp, row.pk])
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 

@@ -31,8 +31,9 @@ from controlplane.telemetry.bounds import (
     TimeBounds,
     record_bound_errors,
     unknown_model_limits,
+    within_bounds,
 )
-from controlplane.telemetry.models import RequestRecord
+from controlplane.telemetry.models import RequestKey, RequestRecord
 from controlplane.telemetry.partitions import day_of, partitions_ensure
 from controlplane.telemetry.staging import rollups_flush_after_ingest, rollups_stage
 from controlplane.telemetry.validation import records_parse
@@ -66,11 +67,11 @@ def _check_bounds(valid: Indexed, errors: dict[int, dict[str, Any]]) -> Indexed:
     times = TimeBounds.at(timezone.now())
     kept = []
     for index, record in valid:
-        problems = record_bound_errors(record, limits.get(record["model"], fallback), times)
-        if problems:
-            errors[index] = problems
-        else:
+        bounds = limits.get(record["model"], fallback)
+        if within_bounds(record, bounds, times):
             kept.append((index, record))
+        else:
+            errors[index] = record_bound_errors(record, bounds, times)
     return kept
 
 
@@ -90,7 +91,8 @@ def _check_tenants(
     for index, record in valid:
         tenant_id = tenants.get(record["tenant"])
         prefix = record["api_key_prefix"]
-        first = seen.get(_identity(record))
+        identity = (record["site"], record["request_id"])
+        first = seen.get(identity)
         if tenant_id is None:
             errors[index] = {"tenant": [f"Unknown tenant {record['tenant']!r}."]}
         elif prefix and key_tenant.get(prefix) != tenant_id:
@@ -100,7 +102,7 @@ def _check_tenants(
         elif first is not None:
             repeats += 1
         else:
-            seen[_identity(record)] = record
+            seen[identity] = record
             kept.append((index, record))
     return kept, repeats, tenants
 
@@ -125,11 +127,16 @@ def _conflicting(repeated: Indexed) -> set[int]:
     """Indexes of ``repeated`` records whose stored row under the same id differs."""
     if not repeated:
         return set()
+    sites = {r["site"] for _, r in repeated}
+    ids = {r["request_id"] for _, r in repeated}
+    # The stored records' finish times (their keys hold them) lead the records' index.
+    times = RequestKey.objects.filter(site__in=sites, request_id__in=ids).values_list(
+        "finish_time", flat=True
+    )
     stored = {
         (row["site"], row["request_id"]): row
         for row in RequestRecord.objects.filter(
-            site__in={r["site"] for _, r in repeated},
-            request_id__in={r["request_id"] for _, r in repeated},
+            finish_time__in=set(times), site__in=sites, request_id__in=ids
         ).values(*dict.fromkeys(("site", "request_id", *RECORD_FIELDS)))
     }
     conflicts = set()
@@ -167,12 +174,17 @@ def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = No
     if not kept:
         return IngestResult(accepted=0, duplicates=repeats, errors=errors)
     # A stable insertion order keeps two overlapping concurrent batches from deadlocking.
-    kept.sort(key=lambda pair: _identity(pair[1]))
+    kept.sort(key=lambda pair: (pair[1]["site"], pair[1]["request_id"]))
     partitions_ensure({day_of(r["finish_time"]) for _, r in kept})
     with transaction.atomic():
         claimed = keys_claim([r for _, r in kept])
-        new = [r for _, r in kept if _identity(r) in claimed]
-        conflicts = _conflicting([(i, r) for i, r in kept if _identity(r) not in claimed])
+        new, repeated = [], []
+        for index, record in kept:
+            if (record["site"], record["request_id"]) in claimed:
+                new.append(record)
+            else:
+                repeated.append((index, record))
+        conflicts = _conflicting(repeated)
         records_write(new, batch=uuid.uuid4(), source_token=source_token)
         usage_write(new, tenants)
         _touch_api_keys(new)

@@ -145,14 +145,38 @@ def record_fast(raw: Any) -> dict[str, Any] | None:
     except msgspec.ValidationError:
         return None
     fields = msgspec.structs.asdict(parsed)
+    return fields if _settled(fields) else None
+
+
+def _settled(fields: dict[str, Any]) -> bool:
+    """The rules of a converted record msgspec does not check, applied in place: whether the
+    record stands (else the reference parser decides)."""
     for name in ("ttft_s", "tpot_s"):  # DRF refuses NaN and infinities
         if fields[name] is not None and not math.isfinite(fields[name]):
-            return None
+            return False
     for name in ("arrival_time", "finish_time"):  # as DRF gives them: in UTC
-        fields[name] = fields[name].astimezone(UTC)
-    if cross_field_errors(fields):
+        if fields[name].tzinfo is not UTC:  # "Z" already reads as UTC
+            fields[name] = fields[name].astimezone(UTC)
+    return not cross_field_errors(fields)
+
+
+_BATCH = list[RecordFast]
+
+
+def _batch_fast(records: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """Every record parsed by the fast parser, as ``record_fast`` would, in one msgspec call
+    for the batch; None when any record needs a closer look (then each is parsed alone)."""
+    match = _CANONICAL_TIME.match
+    if not all(type(r) is dict and type(a := r.get("arrival_time")) is str
+               and type(f := r.get("finish_time")) is str and match(a) and match(f)
+               for r in records):  # fmt: skip
         return None
-    return fields
+    try:
+        parsed = msgspec.convert(records, _BATCH)
+    except msgspec.ValidationError:
+        return None
+    batch = [msgspec.structs.asdict(p) for p in parsed]
+    return batch if all(map(_settled, batch)) else None
 
 
 def records_parse(
@@ -160,6 +184,9 @@ def records_parse(
 ) -> tuple[list[tuple[int, dict[str, Any]]], dict[int, dict[str, Any]]]:
     """Parse each record on its own: ``(index, fields)`` of the good ones, and the field
     errors of the others by index (plain strings, as the envelope carries them)."""
+    batch = _batch_fast(records)
+    if batch is not None:  # the common case: an agent's batch of good, canonical records
+        return list(enumerate(batch)), {}
     valid: list[tuple[int, dict[str, Any]]] = []
     errors: dict[int, dict[str, Any]] = {}
     parser: RequestRecordInput | None = None  # built once, and only when needed

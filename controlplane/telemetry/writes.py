@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import msgspec
 import psycopg
 from django.db import connection
 from django.db.models import Field, Model
@@ -43,6 +44,10 @@ USAGE_FIELDS = (
     "request_id", "tenant", "model", "site", "pipeline", "time", "miss_tokens", "hit_tokens",
     "output_tokens", "sla_met", "received_at",
 )  # fmt: skip
+
+
+_JSON = msgspec.json.Encoder()
+_JSON_TEXTS = msgspec.json.Decoder(list[str])
 
 
 def _fields(model: type[Model], names: Sequence[str]) -> list[Field[Any, Any]]:
@@ -70,14 +75,15 @@ def pg_array(values: Sequence[Any]) -> str:
     Python, about four times slower for the thousand values of a batch."""
     kinds = set(map(type, values))
     if kinds == {str}:
-        if not any('"' in v or "\\" in v for v in values):
+        joined = "".join(values)  # one scan in C for a quote or backslash to escape
+        if '"' not in joined and "\\" not in joined:
             return '{"' + '","'.join(values) + '"}'
     elif kinds == {int}:
         return "{" + ",".join(map(str, values)) + "}"
     elif kinds == {bool}:
         return "{" + ",".join(["t" if v else "f" for v in values]) + "}"
-    elif kinds == {datetime}:  # ISO text has no quote or backslash to escape
-        return '{"' + '","'.join([v.isoformat() for v in values]) + '"}'
+    elif kinds == {datetime}:  # a JSON array of RFC 3339 strings, no quote to escape
+        return "{" + _JSON.encode(values)[1:-1].decode() + "}"
     return "{" + ",".join(map(_element, values)) + "}"
 
 
@@ -136,9 +142,67 @@ def records_write(
     columns = ", ".join(qn(f.column) for f in _fields(RequestRecord, names))
     sql = f"COPY {qn(RequestRecord._meta.db_table)} ({columns}) FROM STDIN"
     tail = (batch, token_id, now)
+    text = copy_text(records, tail)
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
-        for r in records:
-            copy.write_row((r["request_id"], *[r[n] for n in RECORD_FIELDS], *tail))
+        if text is not None:
+            copy.write(text)
+        else:  # a value the plain text would not carry as is: psycopg escapes it
+            for r in records:
+                copy.write_row((r["request_id"], *[r[n] for n in RECORD_FIELDS], *tail))
+
+
+_NULL = "\\N"  # COPY text's NULL
+
+
+def _copy_value(value: Any) -> str:
+    if value is None:
+        return _NULL
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value) if isinstance(value, str | uuid.UUID | int) else repr(value)
+
+
+def _times(values: list[datetime]) -> list[str]:
+    """RFC 3339 text of aware datetimes (``...Z`` in UTC), as PostgreSQL reads them: msgspec
+    writes a thousand in the time ``isoformat`` takes for a dozen."""
+    texts: list[str] = _JSON_TEXTS.decode(_JSON.encode(values))
+    return texts
+
+
+def copy_text(records: Sequence[Record], tail: Sequence[Any]) -> str | None:
+    """The rows of ``records`` (``request_id``, ``RECORD_FIELDS``, then ``tail``) as one
+    ``COPY ... FROM STDIN`` text, or None when a value holds a character the text format
+    would have to escape (a tab, newline, carriage return or backslash; validated records
+    never do). One ``copy.write`` of this text costs a fraction of psycopg's ``write_row``
+    per row, which dumps value by value in Python."""
+    end = "\t".join(map(_copy_value, tail)) + "\n"
+    arrivals, finishes = (
+        _times([r[name] for r in records]) for name in ("arrival_time", "finish_time")
+    )
+    # The columns in order; the types a validated record carries make these conversions exact.
+    lines = [
+        f"{r['request_id']}\t{r['tenant']}\t{r['api_key_prefix']}\t{r['model']}\t"
+        f"{r['site']}\t{r['pipeline']}\t{arrival}\t{finish}\t{r['input_tokens']:d}\t"
+        f"{r['hit_tokens']:d}\t{r['miss_tokens']:d}\t{r['output_tokens']:d}\t"
+        f"{_NULL if r['ttft_s'] is None else repr(r['ttft_s'])}\t"
+        f"{_NULL if r['tpot_s'] is None else repr(r['tpot_s'])}\t{r['wan_bytes']:d}\t"
+        f"{r['handoff_mode']}\t{r['rld_tokens']:d}\t{r['md_tokens']:d}\t"
+        f"{'t' if r['sla_met'] else 'f'}\t{'t' if r['rejected'] else 'f'}\t{end}"
+        for r, arrival, finish in zip(records, arrivals, finishes, strict=True)
+    ]
+    text = "".join(lines)
+    columns = 1 + len(RECORD_FIELDS) + len(tail)
+    nulls = sum(r["ttft_s"] is None for r in records) + sum(r["tpot_s"] is None for r in records)
+    nulls += end.count("\\N") * len(records)
+    # Every separator, line end and backslash is one this function wrote: nothing to escape.
+    if (text.count("\t") != len(records) * (columns - 1) or text.count("\n") != len(records)
+            or "\r" in text or text.count("\\") != nulls):  # fmt: skip
+        return None
+    return text
 
 
 def usage_write(records: Sequence[Record], tenants: Mapping[str, int]) -> None:

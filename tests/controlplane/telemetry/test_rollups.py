@@ -110,6 +110,35 @@ def test_merged_histograms_give_the_percentiles_of_the_union(
         assert abs(math.log(got / exact)) <= math.log(1 + sketch.RELATIVE_ERROR)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            latency,
+            st.sampled_from(
+                [
+                    0.0,
+                    sketch.MIN_VALUE,
+                    sketch.MAX_VALUE,
+                    sketch.MAX_VALUE * 2,
+                    sketch.MIN_VALUE / 2,
+                    sketch.MIN_VALUE * sketch.GROWTH,
+                    sketch.MAX_VALUE * (1 - 1e-16),
+                ]
+            ),
+        ),
+        max_size=200,
+    )
+)
+def test_a_histogram_counts_each_value_in_its_bucket(values: list[float]) -> None:
+    expected: dict[str, int] = {}
+    for value in values:
+        key = str(sketch.bucket_index(value))
+        expected[key] = expected.get(key, 0) + 1
+
+    assert sketch.histogram_of(values) == expected
+
+
 def test_windows_are_epoch_aligned() -> None:
     when = datetime(2026, 1, 5, 10, 0, 7, 900_000, tzinfo=UTC)
 

@@ -116,3 +116,21 @@ FIELD_VALUES = st.one_of(
 @given(name=st.sampled_from(sorted(factories.request_record())), value=FIELD_VALUES)
 def test_fuzzed_fields_never_make_the_parsers_disagree(name: str, value: Any) -> None:
     assert_agree(with_field(name, value))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(ODD_VALUES), max_size=3), st.integers(0, 4))
+def test_a_batch_parses_as_its_records_one_by_one(odd: list[tuple[str, Any]], at: int) -> None:
+    # given a batch of good canonical records, some with an odd value put in
+    batch = [factories.request_record() for _ in range(5)]
+    for name, value in odd:
+        batch[at][name] = value
+
+    valid, errors = records_parse(batch)
+
+    # then each record comes out as the reference parser reads it alone, good or bad
+    for index, raw in enumerate(batch):
+        alone = reference(raw)
+        assert (index in errors) == (alone is None), raw
+        if alone is not None:
+            assert dict(valid)[index] == alone

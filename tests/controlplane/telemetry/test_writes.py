@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from controlplane.telemetry.writes import pg_array
+from controlplane.telemetry.writes import copy_text, pg_array
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -51,3 +51,39 @@ def test_all_booleans_and_all_times_take_the_short_paths_and_survive() -> None:
 
     assert read_back([True, False, True], "boolean") == [True, False, True]
     assert read_back([when, offset, later], "timestamp with time zone") == [when, when, later]
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [line.split("\t") for line in text.splitlines()]
+
+
+def test_copy_text_is_one_line_per_record_with_nulls_booleans_and_times_in_copy_form() -> None:
+    when = datetime(2026, 1, 5, 10, 0, 0, 123456, tzinfo=UTC)
+    record = {"request_id": "r-1", "tenant": "acme", "api_key_prefix": "", "model": "m",
+              "site": "dc-a", "pipeline": "P-MD", "arrival_time": when, "finish_time": when,
+              "input_tokens": 10, "hit_tokens": 4, "miss_tokens": 6, "output_tokens": 2,
+              "ttft_s": None, "tpot_s": 0.25, "wan_bytes": 2**40, "handoff_mode": "",
+              "rld_tokens": 0, "md_tokens": 2, "sla_met": True, "rejected": False}  # fmt: skip
+    batch = uuid.uuid4()
+
+    text = copy_text([record, record], (batch, None, when))
+
+    assert text is not None
+    first, second = _rows(text)
+    assert first == second
+    assert first[:6] == ["r-1", "acme", "", "m", "dc-a", "P-MD"]
+    assert [datetime.fromisoformat(v) for v in first[6:8]] == [when, when]
+    assert first[12:15] == ["\\N", "0.25", str(2**40)]
+    assert first[18:] == ["t", "f", str(batch), "\\N", when.isoformat()]
+
+
+@pytest.mark.parametrize("value", ["a\tb", "a\nb", "a\rb", "a\\b", "a\\Nb"])
+def test_copy_text_refuses_a_value_it_would_have_to_escape(value: str) -> None:
+    when = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
+    record = {"request_id": "r-1", "tenant": value, "api_key_prefix": "", "model": "m",
+              "site": "dc-a", "pipeline": "P-MD", "arrival_time": when, "finish_time": when,
+              "input_tokens": 10, "hit_tokens": 4, "miss_tokens": 6, "output_tokens": 2,
+              "ttft_s": None, "tpot_s": None, "wan_bytes": 0, "handoff_mode": "",
+              "rld_tokens": 0, "md_tokens": 0, "sla_met": False, "rejected": True}  # fmt: skip
+
+    assert copy_text([record], (uuid.uuid4(), None, when)) is None
