@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -229,6 +230,25 @@ def _ingest_processes(
     return results
 
 
+def _wait_for_no_flusher(timeout_s: float = 60.0) -> None:
+    """Wait until no session holds the flusher's advisory lock: a client that died inside its
+    flush leaves a server backend that holds it until PostgreSQL notices the closed socket and
+    rolls its transaction back; a non-waiting flush meanwhile (rightly) leaves the work to it."""
+    sql = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [staging.ADVISORY_KEY])
+            (held,) = cursor.fetchone()
+        if not held or time.monotonic() > deadline:
+            assert not held, "the crashed flusher's backend still holds the lock"
+            return
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def two_tenants(db: Any) -> None:
     factories.tenant(slug="acme", name="Acme")
@@ -265,6 +285,8 @@ def test_process_killed_inside_its_flush_loses_nothing_and_counts_once(
     assert RequestRecord.objects.count() == 40
     assert (RollupPending.objects.count(), TelemetryRollup.objects.count()) == (1, 0)
 
+    # the server ends the dead client's session (and its flusher lock) on its own schedule
+    _wait_for_no_flusher()
     assert rollups_flush_task() == 40
     assert rollups_flush_task() == 0
     _assert_rollups_match_stored_records()
