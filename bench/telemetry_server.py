@@ -83,8 +83,12 @@ class Server:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def manage(self, *args: str) -> str:
-        return subprocess.run([PY, "manage.py", *args], cwd=self.root, env=self.env,
-                              check=True, capture_output=True, text=True).stdout  # fmt: skip
+        done = subprocess.run([PY, "manage.py", *args], check=False, cwd=self.root,
+                              env=self.env, capture_output=True, text=True)  # fmt: skip
+        if done.returncode:
+            raise SystemExit(f"manage.py {' '.join(args)} in {self.root} failed "
+                             f"({done.returncode}):\n{done.stderr[-3000:]}")  # fmt: skip
+        return done.stdout
 
     def start(self) -> tuple[str, str]:
         self.manage("migrate", "--noinput", "-v0")
