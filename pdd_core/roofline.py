@@ -38,6 +38,8 @@ ELEMENTWISE_VECTORS_PER_LAYER = 12
 # every stage busy.
 PP_CHUNK_TOKENS = 4096
 
+_new_tuple = tuple.__new__
+
 
 class Timing(NamedTuple):
     """Time of one forward pass with the roofline terms it came from.
@@ -198,14 +200,19 @@ class Roofline:
             bound = "memory"
         if comm_s > max(compute_s, memory_s):
             bound = "comm"
-        return Timing(
-            passes * (max(compute_s, memory_s) + comm_s + overhead_s),
-            passes * compute_s,
-            passes * memory_s,
-            passes * comm_s,
-            passes * overhead_s,
-            bound,
-            passes * hidden_s,
+        # ``tuple.__new__`` with the fields in order: ``Timing``'s own ``__new__`` is a Python
+        # function around that call.
+        return _new_tuple(
+            Timing,
+            (
+                passes * (max(compute_s, memory_s) + comm_s + overhead_s),
+                passes * compute_s,
+                passes * memory_s,
+                passes * comm_s,
+                passes * overhead_s,
+                bound,
+                passes * hidden_s,
+            ),
         )
 
 

@@ -53,6 +53,10 @@ from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import transfer_time
 from pdd_core.workload import Request
 
+# Named tuples built per request go through ``tuple.__new__`` directly, with the fields in
+# order: their own ``__new__`` is a Python function around this call.
+_new_tuple = tuple.__new__
+
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
     """Cache a request's blocks (``insert`` touches a path already cached as ``match`` does,
@@ -215,7 +219,7 @@ class Simulator(Features):
         for inst in self.prefill:
             hit = self._hit(inst, request)
             est = inst.prefill_s(size - hit, hit)
-            prefills.append(PrefillState(inst.backlog_s, hit, est))
+            prefills.append(_new_tuple(PrefillState, (inst.backlog_s, hit, est)))
         flight = Flight(request, Pipeline.P_D)
         if self.policy is Policy.PDD:
             prediction = self._predict_pdd(request, prefills, flight.output)

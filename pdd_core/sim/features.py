@@ -24,6 +24,8 @@ from pdd_core.sim.wan import WanLine
 from pdd_core.specs import SLA, LinkSpec
 from pdd_core.workload import Request
 
+_new_tuple = tuple.__new__
+
 
 class Features:
     """Routing features of the simulated system (mixed into ``Simulator``)."""
@@ -52,15 +54,20 @@ class Features:
         assert self.wan is not None
         config = self.config
         spec = self.wan.spec
-        # ``LinkState.of`` positionally (fields: bandwidth_gbps, rtt_ms, flows, setup_ms,
-        # initial_window_bytes, utilisation): built once or twice per request.
-        return LinkState(
-            spec.bandwidth_gbps,
-            spec.rtt_ms,
-            self.wan.link.active_flows,
-            config.wan_setup_ms,
-            config.wan_initial_window_bytes,
-            self.wan.utilisation(self.now),
+        # ``LinkState.of`` through ``tuple.__new__`` with the fields in order (bandwidth_gbps,
+        # rtt_ms, flows, setup_ms, initial_window_bytes, utilisation): the named tuple's
+        # ``__new__`` is a Python function around that call, and this runs once or twice per
+        # request.
+        return _new_tuple(
+            LinkState,
+            (
+                spec.bandwidth_gbps,
+                spec.rtt_ms,
+                self.wan.link.active_flows,
+                config.wan_setup_ms,
+                config.wan_initial_window_bytes,
+                self.wan.utilisation(self.now),
+            ),
         )
 
     def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:
