@@ -47,8 +47,9 @@ class Features:
     def _hit(self, inst: Instance, request: Request) -> int:
         if inst.cache is None or not request.block_hashes:
             return 0
-        blocks = inst.cache.peek(request.block_hashes)
-        return min(blocks * self.config.block_size, request.input_tokens - 1)
+        hit = inst.cache.peek(request.block_hashes) * self.config.block_size
+        last = request.input_tokens - 1  # at least one token is computed (``min`` written out)
+        return hit if hit < last else last
 
     def _wan_state(self) -> LinkState:
         assert self.wan is not None

@@ -283,7 +283,11 @@ class Instance(RunningBatch):
         # A probe is a handoff point after one step; the pool bounds the steps ahead.
         if self._probed:
             k = 1
-        k = max(1, min(k, (self.kv_tokens - self.kv_used) // b))
+        room = (self.kv_tokens - self.kv_used) // b  # ``max(1, min(k, room))`` written out
+        if room < k:  # noqa: PLR1730 - a call less per segment
+            k = room
+        if k < 1:  # noqa: PLR1730 - as above
+            k = 1
         s0, s1 = self.step_times(b, total, total + (k - 1) * b if k > 1 else total)
         self.last_step_s = s1
         self._s0, self._s1, self._steps = s0, s1, k

@@ -137,10 +137,14 @@ class StepModel:
         and last steps), with one lookup of the lines."""
         lines = self._step_lines.get(batch)
         c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
-        return (
-            max(c0 + c_slope * first, m0 + m_slope * first) + fixed,
-            max(c0 + c_slope * last, m0 + m_slope * last) + fixed,
-        )
+        # ``max(compute, memory)`` written as a comparison with the same result (``max`` keeps
+        # its first argument unless the second is greater): one call less per step time.
+        compute, memory = c0 + c_slope * first, m0 + m_slope * first
+        s_first = (memory if memory > compute else compute) + fixed
+        if last == first:
+            return s_first, s_first
+        compute, memory = c0 + c_slope * last, m0 + m_slope * last
+        return s_first, (memory if memory > compute else compute) + fixed
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
         """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.
