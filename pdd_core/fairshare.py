@@ -115,14 +115,16 @@ class FairShareLink:
         if self.initial_window_bytes > 0:
             rate = self.link.bytes_per_s * jitter.bandwidth_factor
             ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
+        # Positional, in the fields' order (flow_id, seq, nbytes, started_s, remaining, factor,
+        # latency_s): keywords cost more, once per transfer.
         flow = _Flow(
-            flow_id=flow_id,
-            seq=self._started,
-            nbytes=nbytes,
-            started_s=now,
-            remaining=float(nbytes),
-            factor=jitter.bandwidth_factor,
-            latency_s=rtt_s + jitter.delay_s + self.setup_s + ramp,
+            flow_id,
+            self._started,
+            nbytes,
+            now,
+            float(nbytes),
+            jitter.bandwidth_factor,
+            rtt_s + jitter.delay_s + self.setup_s + ramp,
         )
         self._started += 1
         self._flows[flow_id] = flow
@@ -280,10 +282,11 @@ class FairShareLink:
             for f in self._live:
                 # Floored at 0: a flow whose drain lies a hair after ``now`` must not go
                 # negative (``max(left, 0.0)`` written out: this runs per flow and event).
-                left = f.remaining - f.factor * served
+                factor = f.factor
+                left = f.remaining - factor * served
                 if left < 0.0:  # noqa: PLR1730
                     left = 0.0
                 f.remaining = left
-                f.target = left / f.factor
+                f.target = left / factor
             self._sorted = False
         self._now = now

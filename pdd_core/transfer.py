@@ -56,6 +56,8 @@ class JitterSample(NamedTuple):
 
 NO_JITTER = JitterSample()
 
+_new_tuple = tuple.__new__
+
 
 def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     """Draw one transfer's jitter from the link's spreads (none without an rng or a spread).
@@ -71,7 +73,9 @@ def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     factor = 1.0
     if link.bandwidth_jitter > 0:
         factor = max(1.0 / (1.0 + _lomax(rng, link.bandwidth_jitter)), MIN_BANDWIDTH_FACTOR)
-    return JitterSample(delay_s=delay_s, bandwidth_factor=factor)
+    # ``tuple.__new__`` with the fields in order (delay_s, bandwidth_factor): the named tuple's
+    # own ``__new__`` is a Python function around that call, and this runs per transfer.
+    return _new_tuple(JitterSample, (delay_s, factor))
 
 
 def slow_start_extra_s(
