@@ -10,6 +10,7 @@ what "hit rate" or "P99" means.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -20,6 +21,8 @@ import numpy as np
 # Each band is [lower, upper) except the last, which also holds exactly 1.0, so every ratio in
 # [0, 1] falls in exactly one band.
 HIT_BAND_EDGES: tuple[float, ...] = (0.0, 0.20, 0.40, 0.70, 0.90, 0.95, 0.99, 1.0)
+# The bands' upper edges but the last (a ratio below the i-th is in band i at most).
+_BAND_UPPERS = HIT_BAND_EDGES[1:-1]
 
 # The percentiles the product reports by default (SLA targets are stated at P90 and P99).
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -39,10 +42,9 @@ def hit_band_index(ratio: float) -> int:
     Clamping rather than raising keeps a rounding error (1.0000000002) from crashing a report.
     """
     value = min(max(ratio, 0.0), 1.0)
-    for index, upper in enumerate(HIT_BAND_EDGES[1:-1]):
-        if value < upper:
-            return index
-    return len(HIT_BAND_EDGES) - 2
+    # The first upper edge above ``value`` (the last band when none is, NaN included): one
+    # bisection instead of a scan, as a run's summary bins every request.
+    return bisect_right(_BAND_UPPERS, value)
 
 
 def hit_band_shares(ratios: Iterable[float]) -> tuple[float, ...]:
