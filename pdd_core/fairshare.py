@@ -6,6 +6,7 @@ it applies per flow: jitter, slow start, setup and round trip).
 from __future__ import annotations
 
 import math
+from bisect import insort_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 from operator import attrgetter
@@ -133,8 +134,12 @@ class FairShareLink:
             self._drained[flow_id] = flow
         else:
             flow.target = flow.remaining / flow.factor
-            self._live.append(flow)
-            self._sorted = False
+            if self._sorted:
+                # Where a stable sort of the list with the flow appended would put it: after
+                # every flow of an equal target.
+                insort_right(self._live, flow, key=_TARGET)
+            else:
+                self._live.append(flow)
 
     def set_link(self, link: LinkSpec, now: float) -> None:
         """Change the line (a degraded or restored WAN) from ``now`` on.
@@ -279,6 +284,11 @@ class FairShareLink:
                 drained[f.flow_id] = f
             del self._live[: len(drains)]
         if served:
+            # The list is in the order of the targets before this update; it stays sorted
+            # (and a stable sort would leave it as it is) unless a new target comes out below
+            # the one before it, which rounding can do to near-equal targets.
+            in_order = self._sorted
+            previous = -math.inf
             for f in self._live:
                 # Floored at 0: a flow whose drain lies a hair after ``now`` must not go
                 # negative (``max(left, 0.0)`` written out: this runs per flow and event).
@@ -287,6 +297,10 @@ class FairShareLink:
                 if left < 0.0:  # noqa: PLR1730
                     left = 0.0
                 f.remaining = left
-                f.target = left / factor
-            self._sorted = False
+                target = left / factor
+                f.target = target
+                if target < previous:
+                    in_order = False
+                previous = target
+            self._sorted = in_order
         self._now = now
