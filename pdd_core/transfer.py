@@ -118,12 +118,14 @@ def ideal_transfer_s(
     ``setup + bytes / share + slow-start extra + RTT`` (see the module docstring): plain
     numbers in and out, so the router's predictor (``pdd_core.predict``) calls it directly.
     """
-    return (
-        setup_s
-        + nbytes * flows / bytes_per_s
-        + slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
-        + rtt_s
+    # Without a window slow start adds 0.0 (its own first check), so the call is skipped:
+    # the router's predictor runs this several times per request.
+    extra = (
+        slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
+        if initial_window_bytes > 0
+        else 0.0
     )
+    return setup_s + nbytes * flows / bytes_per_s + extra + rtt_s
 
 
 def transfer_time(
