@@ -35,8 +35,6 @@ import numpy as np
 
 from pdd_core.specs import LinkSpec
 
-Rng = np.random.Generator | random.Random
-
 # Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
 # a timeout, which the agents handle, not a bandwidth sample).
 MIN_BANDWIDTH_FACTOR = 0.1
@@ -44,6 +42,34 @@ MIN_BANDWIDTH_FACTOR = 0.1
 # Shape of the Lomax (Pareto II) laws of jitter: finite mean and variance, a polynomial tail
 # (P(X > x) ~ x^-3), the "heavy tail" WAN measurements report rather than a normal's.
 JITTER_SHAPE = 3.0
+
+
+class JitterDraws:
+    """The jitter draws of one numpy ``Generator``, fetched ``block`` at a time.
+
+    Every jitter draw is ``pareto(JITTER_SHAPE)``, and ``Generator.pareto(a, size=n)`` gives
+    the values of ``n`` single draws in the same order (``tests/pdd_core/test_transfer.py``
+    holds it), so a simulator whose every draw goes through one of these gets the numbers it
+    got drawing one at a time, without a numpy call per transfer. Nothing else may draw from
+    the generator.
+    """
+
+    __slots__ = ("_block", "_buffer", "_rng")
+
+    def __init__(self, rng: np.random.Generator, block: int = 256) -> None:
+        self._rng = rng
+        self._block = block
+        self._buffer: list[float] = []  # the next draws, the next one last
+
+    def pareto(self) -> float:
+        """The next ``pareto(JITTER_SHAPE)`` draw of the generator."""
+        buffer = self._buffer
+        if not buffer:
+            buffer.extend(reversed(self._rng.pareto(JITTER_SHAPE, size=self._block).tolist()))
+        return buffer.pop()
+
+
+Rng = np.random.Generator | random.Random | JitterDraws
 
 
 class JitterSample(NamedTuple):
@@ -163,6 +189,8 @@ def transfer_time(
 def _lomax(rng: Rng, mean: float) -> float:
     """A Lomax (Pareto II) draw of shape ``JITTER_SHAPE`` scaled to the given mean."""
     scale = mean * (JITTER_SHAPE - 1.0)
+    if isinstance(rng, JitterDraws):  # numpy's ``pareto`` is the Lomax law already
+        return scale * rng.pareto()
     if isinstance(rng, random.Random):
         return scale * (rng.paretovariate(JITTER_SHAPE) - 1.0)
     return scale * float(rng.pareto(JITTER_SHAPE))

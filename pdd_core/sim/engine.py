@@ -50,11 +50,10 @@ from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
 from pdd_core.specs import SLA, Role, Topology
-from pdd_core.transfer import transfer_time
+from pdd_core.transfer import JitterDraws, transfer_time
 from pdd_core.workload import Request
 
-# Named tuples built per request go through ``tuple.__new__`` directly, with the fields in
-# order: their own ``__new__`` is a Python function around this call.
+# Named tuples per request: ``tuple.__new__``, fields in order (their own is a Python wrapper).
 _new_tuple = tuple.__new__
 
 
@@ -96,7 +95,8 @@ class Simulator(Features):
         self._sessions: ClosedLoop | None = None
         # Relayed sequences waiting for room at each MD before their handoff (FIFO).
         self._md_waiters: defaultdict[int, deque[Seq]] = defaultdict(deque)
-        rng = np.random.default_rng(config.seed)
+        # Every draw of the run (WAN and RDMA jitter) goes through it, in blocks.
+        rng = JitterDraws(np.random.default_rng(config.seed))
         built = build_instances(self, topology, policy, model=self.model, config=config, rng=rng)
         self.prefill = built.prefill
         self.relay = built.relay
@@ -263,7 +263,7 @@ class Simulator(Features):
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]
 
-    def _rdma_s(self, tokens: int, rng: np.random.Generator | None) -> float:
+    def _rdma_s(self, tokens: int, rng: JitterDraws | None) -> float:
         if self.rdma is None:
             raise ValueError("links: the policy needs an rdma link inside the prefill site")
         return transfer_time(self.rdma, tokens * self._kv_per_token, rng)
