@@ -221,7 +221,8 @@ class Instance(RunningBatch):
         if self.waiting:
             self._admit(now)
         batch = self.batch
-        if len(batch) > 1 and self.kv_used + len(batch) > self.kv_tokens:
+        size = len(batch)
+        if size > 1 and self.kv_used + size > self.kv_tokens:
             self._make_room()
         if self.jobs and batch:
             self._start_mixed(now)
