@@ -46,6 +46,7 @@ from pdd_core.routing import (
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
 from pdd_core.sim.features import Features
+from pdd_core.sim.gc_budget import fewer_collections
 from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
@@ -53,13 +54,11 @@ from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import JitterDraws, transfer_time
 from pdd_core.workload import Request
 
-# Named tuples per request: ``tuple.__new__``, fields in order (their own is a Python wrapper).
-_new_tuple = tuple.__new__
+_new_tuple = tuple.__new__  # named tuples per request, fields in order (theirs is a wrapper)
 
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
-    """Cache a request's blocks (``insert`` touches a path already cached as ``match`` does,
-    in one walk)."""
+    """Cache a request's blocks (``insert`` touches a cached path as ``match`` does)."""
     if hashes:
         cache.insert(hashes)
 
@@ -184,10 +183,11 @@ class Simulator(Features):
             self.schedule(request.arrival_s, arrive)
 
         pull()
-        while heap:
-            t, _, fn = heappop(heap)
-            self.now = t
-            fn()
+        with fewer_collections():
+            while heap:
+                t, _, fn = heappop(heap)
+                self.now = t
+                fn()
         return self.records
 
     def _finish(self, flight: Flight, now: float) -> None:
