@@ -120,7 +120,11 @@ class StepModel:
 
     def prefill_s(self, new: int, cached: int) -> float:
         """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
-        return self.prefill_timing(new, cached).seconds
+        # The memo read here first (a call less on a hit: every arrival asks every P).
+        timing = self._prefill_memo.get((new, cached, 1))
+        if timing is None:
+            timing = self.prefill_timing(new, cached)
+        return timing.seconds
 
     def extend_s(self, tokens: int, context: int) -> float:
         """Seconds of ``perf.extend_time(tokens, context)`` here: by its definition, the
