@@ -30,8 +30,15 @@ def link_s(link: LinkState, nbytes: float) -> float:
     simulated and emulated lines follow.
     """
     flows = float(link.flows + 1)
-    if link.utilisation > 0:
-        flows = max(flows, 1.0 / (1.0 - min(link.utilisation, MAX_UTILISATION)))
+    utilisation = link.utilisation
+    if utilisation > 0:
+        # ``max(flows, 1 / (1 - min(utilisation, MAX_UTILISATION)))`` written as comparisons
+        # with the same results: the predictor calls this several times per request.
+        if utilisation > MAX_UTILISATION:  # noqa: PLR1730
+            utilisation = MAX_UTILISATION
+        busy = 1.0 / (1.0 - utilisation)
+        if busy > flows:  # noqa: PLR1730
+            flows = busy
     return ideal_transfer_s(
         nbytes,
         link.bandwidth_gbps * 1.25e8,

@@ -6,6 +6,7 @@ it applies per flow: jitter, slow start, setup and round trip).
 from __future__ import annotations
 
 import math
+from bisect import insort_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 from operator import attrgetter
@@ -115,14 +116,16 @@ class FairShareLink:
         if self.initial_window_bytes > 0:
             rate = self.link.bytes_per_s * jitter.bandwidth_factor
             ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
+        # Positional, in the fields' order (flow_id, seq, nbytes, started_s, remaining, factor,
+        # latency_s): keywords cost more, once per transfer.
         flow = _Flow(
-            flow_id=flow_id,
-            seq=self._started,
-            nbytes=nbytes,
-            started_s=now,
-            remaining=float(nbytes),
-            factor=jitter.bandwidth_factor,
-            latency_s=rtt_s + jitter.delay_s + self.setup_s + ramp,
+            flow_id,
+            self._started,
+            nbytes,
+            now,
+            float(nbytes),
+            jitter.bandwidth_factor,
+            rtt_s + jitter.delay_s + self.setup_s + ramp,
         )
         self._started += 1
         self._flows[flow_id] = flow
@@ -131,8 +134,12 @@ class FairShareLink:
             self._drained[flow_id] = flow
         else:
             flow.target = flow.remaining / flow.factor
-            self._live.append(flow)
-            self._sorted = False
+            if self._sorted:
+                # Where a stable sort of the list with the flow appended would put it: after
+                # every flow of an equal target.
+                insort_right(self._live, flow, key=_TARGET)
+            else:
+                self._live.append(flow)
 
     def set_link(self, link: LinkSpec, now: float) -> None:
         """Change the line (a degraded or restored WAN) from ``now`` on.
@@ -277,13 +284,23 @@ class FairShareLink:
                 drained[f.flow_id] = f
             del self._live[: len(drains)]
         if served:
+            # The list is in the order of the targets before this update; it stays sorted
+            # (and a stable sort would leave it as it is) unless a new target comes out below
+            # the one before it, which rounding can do to near-equal targets.
+            in_order = self._sorted
+            previous = -math.inf
             for f in self._live:
                 # Floored at 0: a flow whose drain lies a hair after ``now`` must not go
                 # negative (``max(left, 0.0)`` written out: this runs per flow and event).
-                left = f.remaining - f.factor * served
+                factor = f.factor
+                left = f.remaining - factor * served
                 if left < 0.0:  # noqa: PLR1730
                     left = 0.0
                 f.remaining = left
-                f.target = left / f.factor
-            self._sorted = False
+                target = left / factor
+                f.target = target
+                if target < previous:
+                    in_order = False
+                previous = target
+            self._sorted = in_order
         self._now = now

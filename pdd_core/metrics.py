@@ -21,7 +21,8 @@ import numpy as np
 # Each band is [lower, upper) except the last, which also holds exactly 1.0, so every ratio in
 # [0, 1] falls in exactly one band.
 HIT_BAND_EDGES: tuple[float, ...] = (0.0, 0.20, 0.40, 0.70, 0.90, 0.95, 0.99, 1.0)
-_INNER_EDGES = HIT_BAND_EDGES[1:-1]
+# The bands' upper edges but the last (a ratio below the i-th is in band i at most).
+_BAND_UPPERS = HIT_BAND_EDGES[1:-1]
 
 # The percentiles the product reports by default (SLA targets are stated at P90 and P99).
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -40,9 +41,10 @@ def hit_band_index(ratio: float) -> int:
 
     Clamping rather than raising keeps a rounding error (1.0000000002) from crashing a report.
     """
-    # The first band whose upper edge is above the ratio; past the last inner edge (1.0
-    # included), the last band.
-    return bisect_right(_INNER_EDGES, min(max(ratio, 0.0), 1.0))
+    value = min(max(ratio, 0.0), 1.0)
+    # The first upper edge above ``value`` (the last band when none is, NaN included): one
+    # bisection instead of a scan, as a run's summary bins every request.
+    return bisect_right(_BAND_UPPERS, value)
 
 
 def hit_band_shares(ratios: Iterable[float]) -> tuple[float, ...]:

@@ -79,6 +79,10 @@ from pdd_core.routing import (
 )
 from pdd_core.specs import SLA, LinkSpec
 
+# The states and the ``Prediction`` built per request are made with ``tuple.__new__`` and the
+# fields in order: a named tuple's own ``__new__`` is a Python function around that call.
+_new_tuple = tuple.__new__
+
 
 class PrefillState(NamedTuple):
     """One prefill candidate; see the module docstring for each field."""
@@ -238,13 +242,15 @@ def predict(
             # The DRC's prefix pages are shared, so only the rest needs new KV pages.
             wait = decode_wait_s(md, input_tokens - hit + 1)
             transfer = link_s(wan, (input_tokens - hit) * kv_bytes_per_token)
-            views.append(InstanceView(index, hit, wait, transfer))
+            views.append(_new_tuple(InstanceView, (index, hit, wait, transfer)))
         chosen = choose_instance(views)
         md_index, md_hit = chosen.index, chosen.cached_tokens
         md_wait, wan_s = chosen.queue_s, chosen.service_s
     # What P-MD adds to TTFT beyond prefill is the transfer plus MD's admission wait, so the
     # router's budget is checked against both: a congested MD sends requests to the relay.
-    features = RouteFeatures(input_tokens, p.hit_tokens, md_hit, output_tokens, wan_s + md_wait)
+    features = _new_tuple(
+        RouteFeatures, (input_tokens, p.hit_tokens, md_hit, output_tokens, wan_s + md_wait)
+    )
     if md_index < 0:
         pipeline, reason = Pipeline.P_RLD, "no main decode reachable: relay finishes it"
     else:
@@ -272,21 +278,24 @@ def predict(
             pipeline, reason = Pipeline.P_RLD_MD, RELAY_REASON
         else:
             ttft, relay_index, relay_wait, rdma_s = direct, -1, 0.0, 0.0
-    # Positional, in the fields' order: keywords cost a third more, once per request.
-    return Prediction(
-        pipeline,
-        reason,
-        p_index,
-        md_index,
-        relay_index,
-        p.hit_tokens,
-        md_hit,
-        p.queued_s,
-        p.prefill_s,
-        md_wait,
-        wan_s,
-        rdma_s,
-        relay_wait,
-        ttft,
-        predict_rejection(ttft, sla, table),
+    # In the fields' order, through ``tuple.__new__`` (see ``_new_tuple``), once per request.
+    return _new_tuple(
+        Prediction,
+        (
+            pipeline,
+            reason,
+            p_index,
+            md_index,
+            relay_index,
+            p.hit_tokens,
+            md_hit,
+            p.queued_s,
+            p.prefill_s,
+            md_wait,
+            wan_s,
+            rdma_s,
+            relay_wait,
+            ttft,
+            predict_rejection(ttft, sla, table),
+        ),
     )

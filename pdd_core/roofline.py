@@ -38,6 +38,8 @@ ELEMENTWISE_VECTORS_PER_LAYER = 12
 # every stage busy.
 PP_CHUNK_TOKENS = 4096
 
+_new_tuple = tuple.__new__
+
 
 class Timing(NamedTuple):
     """Time of one forward pass with the roofline terms it came from.
@@ -177,6 +179,8 @@ class Roofline:
         weight_bytes = weights * model.weight_bytes_per_param
         bytes_per_chip = weight_bytes + kv_per_chip + elementwise
         memory_s = bytes_per_chip / self._memory_rate
+        # ``max(compute_s, memory_s)``, once (a comparison with ``max``'s result).
+        peak_s = memory_s if memory_s > compute_s else compute_s
         comm_s = 0.0
         if shape.tp > 1:
             message = rank_tokens * model.hidden_size * ACTIVATION_BYTES
@@ -184,7 +188,7 @@ class Roofline:
         hidden_s = 0.0
         if shape.ep > 1:
             a2a = stage_layers * 2 * alltoall_time(model, chip, shape, mb_tokens)
-            visible = max(0.0, a2a - max(compute_s, memory_s))
+            visible = max(0.0, a2a - peak_s)
             comm_s += visible
             hidden_s = a2a - visible
         if pp > 1:
@@ -196,16 +200,21 @@ class Roofline:
         bound: Bound = "compute"
         if memory_s > compute_s:
             bound = "memory"
-        if comm_s > max(compute_s, memory_s):
+        if comm_s > peak_s:
             bound = "comm"
-        return Timing(
-            passes * (max(compute_s, memory_s) + comm_s + overhead_s),
-            passes * compute_s,
-            passes * memory_s,
-            passes * comm_s,
-            passes * overhead_s,
-            bound,
-            passes * hidden_s,
+        # ``tuple.__new__`` with the fields in order: ``Timing``'s own ``__new__`` is a Python
+        # function around that call.
+        return _new_tuple(
+            Timing,
+            (
+                passes * (peak_s + comm_s + overhead_s),
+                passes * compute_s,
+                passes * memory_s,
+                passes * comm_s,
+                passes * overhead_s,
+                bound,
+                passes * hidden_s,
+            ),
         )
 
 

@@ -7,8 +7,8 @@ admission rejects early (HTTP 429) when the predicted TTFT cannot meet the SLA.
 
 The simulator and the live gateway both import this module, so it holds decisions only: plain
 immutable values in, plain immutable values (or enums) out, no clocks, no I/O, no state. The
-ones made per request (``RouteFeatures``, ``PipelineDecision``) are named tuples, which cost a
-fraction of a frozen dataclass to build; the rest are frozen dataclasses.
+ones made per request (``RouteFeatures``, ``PipelineDecision``, ``InstanceView``) are named tuples,
+which cost a fraction of a frozen dataclass to build; the rest are frozen dataclasses.
 Predictions (prefill time, transfer time, queue time) are computed by the caller from
 ``pdd_core.perf`` and ``pdd_core.transfer`` and passed in, so the router never re-derives physics.
 """
@@ -169,16 +169,17 @@ def choose_handoff_mode(
     return HandoffMode.EXTEND_DECODE
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceView:
-    """One candidate instance as the router sees it.
+class InstanceView(NamedTuple):
+    """One candidate instance as the router sees it (a named tuple: the router builds one per
+    candidate and request).
 
     ``cached_tokens`` is the request's prefix hit on that instance's cache; ``queue_s`` the
     predicted wait before it starts; ``service_s`` the predicted time of this request's work
     there given that hit (for a prefill instance, the prefill of the miss).
     """
 
-    index: int
+    # The field hides ``tuple.index`` (a candidate is never searched as a sequence).
+    index: int  # type: ignore[assignment]
     cached_tokens: int
     queue_s: float
     service_s: float
@@ -193,7 +194,15 @@ def choose_instance(candidates: Sequence[InstanceView]) -> InstanceView:
     """
     if not candidates:
         raise ValueError("candidates: need at least one instance")
-    return min(candidates, key=lambda c: (c.queue_s + c.service_s, -c.cached_tokens, c.index))
+    # ``min`` with that key, written as a loop (a key call per candidate costs more than the
+    # comparison); the first smallest key wins, as with ``min``.
+    best = candidates[0]
+    best_key = (best.queue_s + best.service_s, -best.cached_tokens, best.index)
+    for candidate in candidates[1:]:
+        key = (candidate.queue_s + candidate.service_s, -candidate.cached_tokens, candidate.index)
+        if key < best_key:
+            best, best_key = candidate, key
+    return best
 
 
 def predict_rejection(predicted_ttft_s: float, sla: SLA, table: RoutingTable) -> bool:

@@ -35,8 +35,6 @@ import numpy as np
 
 from pdd_core.specs import LinkSpec
 
-Rng = np.random.Generator | random.Random
-
 # Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
 # a timeout, which the agents handle, not a bandwidth sample).
 MIN_BANDWIDTH_FACTOR = 0.1
@@ -44,6 +42,34 @@ MIN_BANDWIDTH_FACTOR = 0.1
 # Shape of the Lomax (Pareto II) laws of jitter: finite mean and variance, a polynomial tail
 # (P(X > x) ~ x^-3), the "heavy tail" WAN measurements report rather than a normal's.
 JITTER_SHAPE = 3.0
+
+
+class JitterDraws:
+    """The jitter draws of one numpy ``Generator``, fetched ``block`` at a time.
+
+    Every jitter draw is ``pareto(JITTER_SHAPE)``, and ``Generator.pareto(a, size=n)`` gives
+    the values of ``n`` single draws in the same order (``tests/pdd_core/test_transfer.py``
+    holds it), so a simulator whose every draw goes through one of these gets the numbers it
+    got drawing one at a time, without a numpy call per transfer. Nothing else may draw from
+    the generator.
+    """
+
+    __slots__ = ("_block", "_buffer", "_rng")
+
+    def __init__(self, rng: np.random.Generator, block: int = 256) -> None:
+        self._rng = rng
+        self._block = block
+        self._buffer: list[float] = []  # the next draws, the next one last
+
+    def pareto(self) -> float:
+        """The next ``pareto(JITTER_SHAPE)`` draw of the generator."""
+        buffer = self._buffer
+        if not buffer:
+            buffer.extend(reversed(self._rng.pareto(JITTER_SHAPE, size=self._block).tolist()))
+        return buffer.pop()
+
+
+Rng = np.random.Generator | random.Random | JitterDraws
 
 
 class JitterSample(NamedTuple):
@@ -55,6 +81,8 @@ class JitterSample(NamedTuple):
 
 
 NO_JITTER = JitterSample()
+
+_new_tuple = tuple.__new__
 
 
 def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
@@ -71,7 +99,9 @@ def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     factor = 1.0
     if link.bandwidth_jitter > 0:
         factor = max(1.0 / (1.0 + _lomax(rng, link.bandwidth_jitter)), MIN_BANDWIDTH_FACTOR)
-    return JitterSample(delay_s=delay_s, bandwidth_factor=factor)
+    # ``tuple.__new__`` with the fields in order (delay_s, bandwidth_factor): the named tuple's
+    # own ``__new__`` is a Python function around that call, and this runs per transfer.
+    return _new_tuple(JitterSample, (delay_s, factor))
 
 
 def slow_start_extra_s(
@@ -114,12 +144,14 @@ def ideal_transfer_s(
     ``setup + bytes / share + slow-start extra + RTT`` (see the module docstring): plain
     numbers in and out, so the router's predictor (``pdd_core.predict``) calls it directly.
     """
-    return (
-        setup_s
-        + nbytes * flows / bytes_per_s
-        + slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
-        + rtt_s
+    # Without a window slow start adds 0.0 (its own first check), so the call is skipped:
+    # the router's predictor runs this several times per request.
+    extra = (
+        slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
+        if initial_window_bytes > 0
+        else 0.0
     )
+    return setup_s + nbytes * flows / bytes_per_s + extra + rtt_s
 
 
 def transfer_time(
@@ -157,6 +189,8 @@ def transfer_time(
 def _lomax(rng: Rng, mean: float) -> float:
     """A Lomax (Pareto II) draw of shape ``JITTER_SHAPE`` scaled to the given mean."""
     scale = mean * (JITTER_SHAPE - 1.0)
+    if isinstance(rng, JitterDraws):  # numpy's ``pareto`` is the Lomax law already
+        return scale * rng.pareto()
     if isinstance(rng, random.Random):
         return scale * (rng.paretovariate(JITTER_SHAPE) - 1.0)
     return scale * float(rng.pareto(JITTER_SHAPE))

@@ -26,6 +26,8 @@ from pdd_core.sim.steps import PrefillMemo, StepModel
 from pdd_core.sim.work import Host, Seq, StepClock
 from pdd_core.specs import ChipSpec, ModelSpec, Role
 
+_new_tuple = tuple.__new__
+
 
 class RunningBatch(StepModel):
     """The decoding half of ``instance.Instance``: its running batch, waiting queue and KV
@@ -84,18 +86,22 @@ class RunningBatch(StepModel):
         """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
         active = len(self.batch)
         remaining = self._remaining / active if active else 0.0
-        # Positional, in the fields' order (active, max_batch, free_kv_tokens, waiting, step_s,
-        # mean_remaining_tokens, hit_tokens, kv_capacity_tokens): half the cost of keywords,
-        # and every arrival builds one per decoder.
-        return DecodeState(
-            active,
-            self.max_batch,
-            self.kv_tokens - self.kv_used,
-            len(self.waiting),
-            self.last_step_s,
-            remaining,
-            hit_tokens,
-            self.kv_tokens,
+        # ``tuple.__new__`` with the fields in order (active, max_batch, free_kv_tokens, waiting,
+        # step_s, mean_remaining_tokens, hit_tokens, kv_capacity_tokens): the named tuple's own
+        # ``__new__`` is a Python function around this call, and every arrival builds one state
+        # per decoder.
+        return _new_tuple(
+            DecodeState,
+            (
+                active,
+                self.max_batch,
+                self.kv_tokens - self.kv_used,
+                len(self.waiting),
+                self.last_step_s,
+                remaining,
+                hit_tokens,
+                self.kv_tokens,
+            ),
         )
 
     # ---- settling a segment ----------------------------------------------------------------

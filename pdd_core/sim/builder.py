@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from pdd_core import perf
 from pdd_core.cache import RadixCache
 from pdd_core.sim.config import Policy, SimConfig, colocated_pools
 from pdd_core.sim.instance import Host, Instance
 from pdd_core.sim.wan import WanLine
 from pdd_core.specs import LinkKind, LinkSpec, ModelSpec, PoolSpec, RldMode, Role, Topology
+from pdd_core.transfer import Rng
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,7 @@ def build_instances(
     *,
     model: ModelSpec,
     config: SimConfig,
-    rng: np.random.Generator,
+    rng: Rng,
 ) -> Built:
     """Instances per role (``colocated`` puts every instance in ``prefill``, serving both)."""
 

@@ -46,17 +46,19 @@ from pdd_core.routing import (
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
 from pdd_core.sim.features import Features
+from pdd_core.sim.gc_budget import fewer_collections
 from pdd_core.sim.instance import Instance, Job, Seq
 from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
 from pdd_core.specs import SLA, Role, Topology
-from pdd_core.transfer import transfer_time
+from pdd_core.transfer import JitterDraws, transfer_time
 from pdd_core.workload import Request
+
+_new_tuple = tuple.__new__  # named tuples per request, fields in order (theirs is a wrapper)
 
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
-    """Cache a request's blocks (``insert`` touches a path already cached as ``match`` does,
-    in one walk)."""
+    """Cache a request's blocks (``insert`` touches a cached path as ``match`` does)."""
     if hashes:
         cache.insert(hashes)
 
@@ -92,7 +94,8 @@ class Simulator(Features):
         self._sessions: ClosedLoop | None = None
         # Relayed sequences waiting for room at each MD before their handoff (FIFO).
         self._md_waiters: defaultdict[int, deque[Seq]] = defaultdict(deque)
-        rng = np.random.default_rng(config.seed)
+        # Every draw of the run (WAN and RDMA jitter) goes through it, in blocks.
+        rng = JitterDraws(np.random.default_rng(config.seed))
         built = build_instances(self, topology, policy, model=self.model, config=config, rng=rng)
         self.prefill = built.prefill
         self.relay = built.relay
@@ -180,10 +183,11 @@ class Simulator(Features):
             self.schedule(request.arrival_s, arrive)
 
         pull()
-        while heap:
-            t, _, fn = heappop(heap)
-            self.now = t
-            fn()
+        with fewer_collections():
+            while heap:
+                t, _, fn = heappop(heap)
+                self.now = t
+                fn()
         return self.records
 
     def _finish(self, flight: Flight, now: float) -> None:
@@ -215,7 +219,7 @@ class Simulator(Features):
         for inst in self.prefill:
             hit = self._hit(inst, request)
             est = inst.prefill_s(size - hit, hit)
-            prefills.append(PrefillState(inst.backlog_s, hit, est))
+            prefills.append(_new_tuple(PrefillState, (inst.backlog_s, hit, est)))
         flight = Flight(request, Pipeline.P_D)
         if self.policy is Policy.PDD:
             prediction = self._predict_pdd(request, prefills, flight.output)
@@ -259,7 +263,7 @@ class Simulator(Features):
     def _relay_of(self, seq: Seq) -> Instance:
         return self.relay[seq.flight.relay_index]
 
-    def _rdma_s(self, tokens: int, rng: np.random.Generator | None) -> float:
+    def _rdma_s(self, tokens: int, rng: JitterDraws | None) -> float:
         if self.rdma is None:
             raise ValueError("links: the policy needs an rdma link inside the prefill site")
         return transfer_time(self.rdma, tokens * self._kv_per_token, rng)

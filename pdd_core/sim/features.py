@@ -24,6 +24,8 @@ from pdd_core.sim.wan import WanLine
 from pdd_core.specs import SLA, LinkSpec
 from pdd_core.workload import Request
 
+_new_tuple = tuple.__new__
+
 
 class Features:
     """Routing features of the simulated system (mixed into ``Simulator``)."""
@@ -45,22 +47,28 @@ class Features:
     def _hit(self, inst: Instance, request: Request) -> int:
         if inst.cache is None or not request.block_hashes:
             return 0
-        blocks = inst.cache.peek(request.block_hashes)
-        return min(blocks * self.config.block_size, request.input_tokens - 1)
+        hit = inst.cache.peek(request.block_hashes) * self.config.block_size
+        last = request.input_tokens - 1  # at least one token is computed (``min`` written out)
+        return hit if hit < last else last
 
     def _wan_state(self) -> LinkState:
         assert self.wan is not None
         config = self.config
         spec = self.wan.spec
-        # ``LinkState.of`` positionally (fields: bandwidth_gbps, rtt_ms, flows, setup_ms,
-        # initial_window_bytes, utilisation): built once or twice per request.
-        return LinkState(
-            spec.bandwidth_gbps,
-            spec.rtt_ms,
-            self.wan.link.active_flows,
-            config.wan_setup_ms,
-            config.wan_initial_window_bytes,
-            self.wan.utilisation(self.now),
+        # ``LinkState.of`` through ``tuple.__new__`` with the fields in order (bandwidth_gbps,
+        # rtt_ms, flows, setup_ms, initial_window_bytes, utilisation): the named tuple's
+        # ``__new__`` is a Python function around that call, and this runs once or twice per
+        # request.
+        return _new_tuple(
+            LinkState,
+            (
+                spec.bandwidth_gbps,
+                spec.rtt_ms,
+                self.wan.link.active_flows,
+                config.wan_setup_ms,
+                config.wan_initial_window_bytes,
+                self.wan.utilisation(self.now),
+            ),
         )
 
     def _reject_baseline(self, p: PrefillState, flight: Flight) -> bool:

@@ -120,7 +120,11 @@ class StepModel:
 
     def prefill_s(self, new: int, cached: int) -> float:
         """Seconds of a one-sequence prefill of ``new`` tokens over ``cached`` here."""
-        return self.prefill_timing(new, cached).seconds
+        # The memo read here first (a call less on a hit: every arrival asks every P).
+        timing = self._prefill_memo.get((new, cached, 1))
+        if timing is None:
+            timing = self.prefill_timing(new, cached)
+        return timing.seconds
 
     def extend_s(self, tokens: int, context: int) -> float:
         """Seconds of ``perf.extend_time(tokens, context)`` here: by its definition, the
@@ -137,10 +141,14 @@ class StepModel:
         and last steps), with one lookup of the lines."""
         lines = self._step_lines.get(batch)
         c0, c_slope, m0, m_slope, fixed = self._lines(batch) if lines is None else lines
-        return (
-            max(c0 + c_slope * first, m0 + m_slope * first) + fixed,
-            max(c0 + c_slope * last, m0 + m_slope * last) + fixed,
-        )
+        # ``max(compute, memory)`` written as a comparison with the same result (``max`` keeps
+        # its first argument unless the second is greater): one call less per step time.
+        compute, memory = c0 + c_slope * first, m0 + m_slope * first
+        s_first = (memory if memory > compute else compute) + fixed
+        if last == first:
+            return s_first, s_first
+        compute, memory = c0 + c_slope * last, m0 + m_slope * last
+        return s_first, (memory if memory > compute else compute) + fixed
 
     def mixed_time(self, prefill: perf.Timing, batch: int, total_context: int) -> float:
         """One iteration of a decode step of ``batch`` sequences plus a prefill of ``prefill``.

@@ -13,6 +13,7 @@ from pdd_core.fairshare import FairShareLink, FlowCompletion
 from pdd_core.specs import LinkKind, LinkSpec
 from pdd_core.transfer import (
     MIN_BANDWIDTH_FACTOR,
+    JitterDraws,
     ideal_transfer_s,
     sample_jitter,
     slow_start_extra_s,
@@ -364,3 +365,14 @@ def test_next_completion_is_the_earliest_finish_whatever_happened_before(
         assert upcoming is not None
         assert upcoming[1] == min(finishes.values())
         assert 0 <= link.active_flows <= len(link) == len(finishes)
+
+
+@pytest.mark.parametrize("block", [1, 7, 256])
+def test_block_draws_give_the_jitter_of_single_draws(block):
+    """``JitterDraws`` fetches a block per numpy call; the samples (and the transfer times they
+    make) are those of drawing from the generator one at a time, bit for bit."""
+    single, blocked = np.random.default_rng(11), JitterDraws(np.random.default_rng(11), block)
+    for n in range(600):
+        link = JITTERY if n % 3 else LINE  # some transfers draw nothing
+        assert sample_jitter(link, blocked) == sample_jitter(link, single)
+        assert transfer_time(JITTERY, 1e6 * n, blocked) == transfer_time(JITTERY, 1e6 * n, single)
