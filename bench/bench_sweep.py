@@ -61,7 +61,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def ensure_database(url: str) -> None:
+    """Create the database ``url`` names if the server does not have it yet (the bench's own
+    tables are migrated into it): a clear error, not a pool timeout, when the server is down."""
+    import psycopg
+    from psycopg import sql
+
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    name = str(info.get("dbname") or "")
+    try:
+        with psycopg.connect(**{**info, "dbname": "postgres"}, autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+            if found is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                print(f"created database {name}")
+    except psycopg.OperationalError as exc:
+        raise SystemExit(f"bench_sweep: cannot reach PostgreSQL at {url}: {exc}") from exc
+
+
 def setup_django(args: argparse.Namespace) -> None:
+    ensure_database(args.postgres)
     os.environ["DATABASE_URL"] = args.postgres
     os.environ["REDIS_URL"] = args.redis
     os.environ["PDD_CELERY_EAGER"] = "0"
