@@ -8,8 +8,10 @@ BPE (``engine.tokenizer``), so a trace block of 512 tokens is 512 prompt tokens 
 of ``input_length`` tokens sends exactly that many. ``block_tokens`` and ``output_scale``
 scale a trace down for a small demo. Requests go out at their trace arrival times divided by
 ``speed``; each is a streaming completion with usage, so the client measures TTFT and TPOT
-itself and reads the pipeline from ``x-pdd-pipeline``; a request counts as a success only if
-its whole answer arrived (``[DONE]``, a finish reason, as many tokens as usage says).
+itself and reads the pipeline from the usage (from ``x-pdd-pipeline`` only where a gateway
+sends no ``usage.pdd``: a stream's header leaves before the gateway may relay the request at
+the end of its prefill); a request counts as a success only if its whole answer arrived
+(``[DONE]``, a finish reason, as many tokens as usage says).
 """
 
 from __future__ import annotations
@@ -223,16 +225,19 @@ async def stream_completion(
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
+            pdd = usage.get("pdd") or {}
             return Result(
                 True,
                 status=status,
                 ttft_s=ttft,
                 tpot_s=tpot,
-                pipeline=headers.get("x-pdd-pipeline", ""),
+                # The usage names the pipeline that served it; a stream's header left before
+                # the check at the end of the prefill (a relayed P-MD route reads P-MD there).
+                pipeline=str(pdd.get("pipeline") or headers.get("x-pdd-pipeline", "")),
                 cached_tokens=int(details.get("cached_tokens", 0)),
                 prompt_tokens=int(usage.get("prompt_tokens", 0)),
                 output_tokens=count,
-                pdd=PddUsage.from_dict(usage.get("pdd") or {}),
+                pdd=PddUsage.from_dict(pdd),
                 request_id=request_id,
                 sent_at=sent_at,
             )
