@@ -135,13 +135,15 @@ class PrefillAgent(AgentBase):
             self._lanes[md].discard(carried[0])
 
     async def _abort_transfer(self, md: str, rid: str) -> None:
-        """MD released the request while its KV was crossing: close the lane carrying it, so
+        """MD released the request while its KV was crossing: reset the lane carrying it, so
         the rest of it leaves the line at once (the simulator cancels the flow) instead of
-        crossing for nothing ahead of the next transfer; the lane reconnects when next used."""
+        crossing for nothing beside the next transfers; the lane reconnects when next used. A
+        reset, not a close: the bytes already written (the socket buffers hold a whole scaled
+        transfer) would still cross before a FIN."""
         carried = self._carrying.get((md, rid))
         if carried is None:
             return
-        await self.peer(md, carried[0]).close()
+        await self.peer(md, carried[0]).close(reset=True)
         self._landed(md, rid)
 
     def peer_down(self, link: PeerLink) -> None:

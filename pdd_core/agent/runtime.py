@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -96,6 +98,16 @@ class Conn:
         if not self.closed:
             self.closed = True
             self.writer.transport.abort()
+
+    def reset(self) -> None:
+        """Close with a TCP reset (``SO_LINGER`` 0): the kernel discards what it has not sent
+        yet instead of delivering it before the FIN, so an abandoned transfer stops using the
+        line at once."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None and not self.closed:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
 
 
 def hello(role: str, agent_id: str, model: str) -> Frame:
@@ -274,8 +286,11 @@ class PeerLink:
             conn.close()
             self._on_down(self)
 
-    async def close(self) -> None:
-        if self._conn is not None:
+    async def close(self, *, reset: bool = False) -> None:
+        """Close the connection (with a TCP reset if ``reset``: bytes not yet sent are dropped)."""
+        if self._conn is not None and reset:
+            self._conn.reset()
+        elif self._conn is not None:
             self._conn.close()
         if self._reader_task is not None:
             self._reader_task.cancel()

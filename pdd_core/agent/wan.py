@@ -233,7 +233,17 @@ class WanEmulator:
                 while pipe.held() >= pipe.link.window():
                     pipe.changed.clear()
                     await pipe.changed.wait()
-                data = await source.read(READ_BYTES)
+                    if isinstance(source.exception(), ConnectionResetError):
+                        break  # the read below raises it: a full window must not delay that
+                try:
+                    data = await source.read(READ_BYTES)
+                except ConnectionResetError:
+                    # The sender reset: its unsent bytes are gone (a real socket buffer's
+                    # would be), so the line carries none of them; the flow ends (reset).
+                    dropped = pipe.link.drop(pipe)
+                    log.info("wan: flow %d reset by its sender: %d bytes off the line",
+                             flow.flow, dropped)  # fmt: skip
+                    raise
                 if not data:
                     pipe.eof = True
                     pipe.changed.set()

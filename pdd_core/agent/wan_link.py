@@ -150,6 +150,24 @@ class ShapedLink:
     def close(self) -> None:
         self._task.cancel()
 
+    def drop(self, pipe: Pipe) -> int:
+        """``pipe``'s sender reset its connection: a reset discards the sender's unsent bytes,
+        so what this direction holds for it and has not delivered leaves the line now (its
+        chunk in serialization stops where it is), as a cancelled flow leaves the simulator's
+        ``FairShareLink``. Returns the bytes dropped."""
+        now = max(self.clock(), self._line.now)
+        self._settle(now)
+        dropped = pipe.waiting_bytes + pipe.delayed_bytes
+        for chunk in [c for c, (owner, _) in self._chunks.items() if owner is pipe]:
+            del self._chunks[chunk]
+            dropped += round(self._line.cancel(chunk, now))
+        pipe.waiting.clear()
+        pipe.delayed.clear()
+        pipe.waiting_bytes = pipe.delayed_bytes = pipe.on_line = 0
+        pipe.changed.set()
+        self._wake.set()
+        return dropped
+
     def _start(self, pipe: Pipe, at: float) -> None:
         data = pipe.take(CHUNK_BYTES)
         size = sum(len(view) for view in data)

@@ -44,21 +44,23 @@ async def test_each_transfer_in_flight_has_its_own_lane_until_md_says_it_landed(
     assert agent._lanes["md-0"] == {"", "kv1", "kv2"}
 
 
-async def test_a_release_by_md_mid_transfer_closes_that_lane_only(agent: PrefillAgent) -> None:
+async def test_a_release_by_md_mid_transfer_resets_that_lane_only(agent: PrefillAgent) -> None:
     carry(agent, "a")
     carry(agent, "b")
-    closed: list[str] = []
+    closed: list[tuple[str, bool]] = []
     for key in ("md-0", "md-0#kv1"):
         link = agent.peer("md-0", key.partition("#")[2])
 
-        async def close(key: str = key) -> None:
-            closed.append(key)
+        async def close(key: str = key, *, reset: bool = False) -> None:
+            closed.append((key, reset))
 
         link.close = close  # type: ignore[method-assign]
 
     await agent.on_peer_frame("md-0", control(FrameType.CANCEL, "b", {"reason": "released"}))
 
-    assert closed == ["md-0#kv1"]  # the rest of b's KV leaves the line; a's goes on
+    # The rest of b's KV leaves the line (a reset: a close would still deliver what P had
+    # written, tests/pdd_core/agent/test_wan_emulator.py); a's goes on.
+    assert closed == [("md-0#kv1", True)]
     assert agent._lanes["md-0"] == {""}
     assert ("md-0", "b") in agent.abandoned
 

@@ -12,13 +12,15 @@ transfer may beat the physics.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import AsyncIterator
 
 import pytest
 
 from pdd_core.agent.wan import LineSettings, WanEmulator
 from pdd_core.agent.wan_control import ControlServer, control_request
-from pdd_core.agent.wan_probe import download, start_probe_server, upload
+from pdd_core.agent.wan_probe import REQUEST, download, start_probe_server, upload
 from pdd_core.transfer import transfer_time
 
 MB = 1024 * 1024
@@ -43,6 +45,13 @@ async def connect(emu: WanEmulator) -> tuple[asyncio.StreamReader, asyncio.Strea
     reader, writer = await asyncio.open_connection(*emu.address, limit=LIMIT)
     await asyncio.wait_for(upload(reader, writer, 1), 5)  # warm the connection up
     return reader, writer
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP reset (``SO_LINGER`` 0): unsent bytes are discarded, not delivered."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 # A Python proxy adds a few ms of event-loop scheduling per transfer when the machine is busy
@@ -122,6 +131,40 @@ async def test_a_reset_cut_gives_the_client_an_error_not_a_hang(probe_port: int)
     emu.restore()
     reader, writer = await connect(emu)
     assert await asyncio.wait_for(upload(reader, writer, 1000), 5) > 0
+    writer.close()
+    await emu.close()
+
+
+async def test_a_sender_that_resets_its_connection_frees_the_line_at_once(
+    probe_port: int,
+) -> None:
+    """A reset discards what the sender had not yet put on the line (a real sender's socket
+    buffer goes with it): the bytes the emulator holds for that connection stop competing for
+    the line, as a cancelled flow leaves the simulator's. P resets a transfer's connection when
+    MD released the request (the relay finished it); without this its queued megabytes kept
+    half the line from the transfers behind them. (A sender that has filled the emulator's
+    window is noticed only once the emulator reads from it again: a chunk or so later.)"""
+    settings = LineSettings(bandwidth_gbps=0.2, rtt_ms=10.0)
+    emu = await emulator(probe_port, settings)
+    reader, writer = await connect(emu)
+    alone = transfer_time(settings.link_spec(), 4 * MB)
+    dead_bytes = 3 * MB + MB // 2  # within the emulator's window: it has read all of them
+
+    times = []
+    for _ in range(3):  # the best of three (module docstring: load only slows a transfer)
+        _, dead = await connect(emu)
+        dead.write(REQUEST.pack(b"U", 2 * dead_bytes) + bytes(dead_bytes))  # never acknowledged
+        await asyncio.sleep(0.02)
+        transfer = asyncio.create_task(upload(reader, writer, 4 * MB))
+        await asyncio.sleep(0.02)
+        reset(dead)
+        times.append(await asyncio.wait_for(transfer, 30))
+
+    # Sharing the line with the dead flow's 3.5 MB would take about 1.7 times as long.
+    assert alone * 0.99 <= min(times) <= alone * 1.3, (times, alone)
+    flows = emu.counters()["flows"]
+    assert isinstance(flows, list) and len(flows) == 4  # the upload's and three reset ones
+    assert all(f["bytes_up"] < dead_bytes for f in flows if f["flow"] != 1), flows
     writer.close()
     await emu.close()
 
