@@ -100,14 +100,22 @@ class Conn:
             self.writer.transport.abort()
 
     def reset(self) -> None:
-        """Close with a TCP reset (``SO_LINGER`` 0): the kernel discards what it has not sent
-        yet instead of delivering it before the FIN, so an abandoned transfer stops using the
-        line at once."""
-        sock = self.writer.get_extra_info("socket")
-        if sock is not None and not self.closed:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close()
+        """Close with a TCP reset (``reset``): an abandoned transfer stops using the line at
+        once."""
+        if not self.closed:
+            self.closed = True
+            reset(self.writer)
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer``'s connection with a TCP reset (``SO_LINGER`` 0): the kernel discards
+    what it has not sent yet instead of delivering it before a FIN, and the peer reads a reset
+    (``ConnectionResetError``), not the end of a stream."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 def hello(role: str, agent_id: str, model: str) -> Frame:

@@ -26,7 +26,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from pdd_core.agent.runtime import bound_address
+from pdd_core.agent.runtime import bound_address, reset
 from pdd_core.agent.wan_link import LineSettings, Pipe, ShapedLink
 
 log = logging.getLogger(__name__)
@@ -241,6 +241,7 @@ class WanEmulator:
                     # The sender reset: its unsent bytes are gone (a real socket buffer's
                     # would be), so the line carries none of them; the flow ends (reset).
                     dropped = pipe.link.drop(pipe)
+                    reset(pipe.writer)  # the receiver reads a reset, as across a real line
                     log.info("wan: flow %d reset by its sender: %d bytes off the line",
                              flow.flow, dropped)  # fmt: skip
                     raise

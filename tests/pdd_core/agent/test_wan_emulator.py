@@ -12,12 +12,11 @@ transfer may beat the physics.
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 from collections.abc import AsyncIterator
 
 import pytest
 
+from pdd_core.agent.runtime import reset
 from pdd_core.agent.wan import LineSettings, WanEmulator
 from pdd_core.agent.wan_control import ControlServer, control_request
 from pdd_core.agent.wan_probe import REQUEST, download, start_probe_server, upload
@@ -45,13 +44,6 @@ async def connect(emu: WanEmulator) -> tuple[asyncio.StreamReader, asyncio.Strea
     reader, writer = await asyncio.open_connection(*emu.address, limit=LIMIT)
     await asyncio.wait_for(upload(reader, writer, 1), 5)  # warm the connection up
     return reader, writer
-
-
-def reset(writer: asyncio.StreamWriter) -> None:
-    """Close with a TCP reset (``SO_LINGER`` 0): unsent bytes are discarded, not delivered."""
-    sock = writer.get_extra_info("socket")
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
 
 
 # A Python proxy adds a few ms of event-loop scheduling per transfer when the machine is busy
@@ -167,6 +159,36 @@ async def test_a_sender_that_resets_its_connection_frees_the_line_at_once(
     assert all(f["bytes_up"] < dead_bytes for f in flows if f["flow"] != 1), flows
     writer.close()
     await emu.close()
+
+
+async def test_the_receiver_of_a_reset_flow_reads_a_reset_not_a_cut_stream() -> None:
+    """Across a real line the sender's reset reaches the receiver: it reads
+    ``ConnectionResetError`` (which the agents end quietly), not a stream cut inside a frame
+    (which they log as a protocol error)."""
+    seen: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def receive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.read(1 << 20):
+                pass
+            seen.set_result("end of stream")
+        except ConnectionResetError:
+            seen.set_result("reset")
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(receive, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    emu = await emulator(port, LineSettings(bandwidth_gbps=0.2, rtt_ms=10.0))
+    _, writer = await asyncio.open_connection(*emu.address)
+    writer.write(bytes(MB))
+    await asyncio.sleep(0.05)  # part of it crossed, the rest waits for the line
+
+    reset(writer)
+
+    assert await asyncio.wait_for(seen, 5) == "reset"
+    await emu.close()
+    server.close()
 
 
 async def test_a_blackhole_cut_drops_bytes_and_the_client_times_out(probe_port: int) -> None:
