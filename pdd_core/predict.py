@@ -78,10 +78,7 @@ from pdd_core.routing import (
     predict_rejection,
 )
 from pdd_core.specs import SLA, LinkSpec
-
-# The states and the ``Prediction`` built per request are made with ``tuple.__new__`` and the
-# fields in order: a named tuple's own ``__new__`` is a Python function around that call.
-_new_tuple = tuple.__new__
+from pdd_core.tuples import new_tuple
 
 
 class PrefillState(NamedTuple):
@@ -242,13 +239,13 @@ def predict(
             # The DRC's prefix pages are shared, so only the rest needs new KV pages.
             wait = decode_wait_s(md, input_tokens - hit + 1)
             transfer = link_s(wan, (input_tokens - hit) * kv_bytes_per_token)
-            views.append(_new_tuple(InstanceView, (index, hit, wait, transfer)))
+            views.append(new_tuple(InstanceView, (index, hit, wait, transfer)))
         chosen = choose_instance(views)
         md_index, md_hit = chosen.index, chosen.cached_tokens
         md_wait, wan_s = chosen.queue_s, chosen.service_s
     # What P-MD adds to TTFT beyond prefill is the transfer plus MD's admission wait, so the
     # router's budget is checked against both: a congested MD sends requests to the relay.
-    features = _new_tuple(
+    features = new_tuple(
         RouteFeatures, (input_tokens, p.hit_tokens, md_hit, output_tokens, wan_s + md_wait)
     )
     if md_index < 0:
@@ -278,8 +275,8 @@ def predict(
             pipeline, reason = Pipeline.P_RLD_MD, RELAY_REASON
         else:
             ttft, relay_index, relay_wait, rdma_s = direct, -1, 0.0, 0.0
-    # In the fields' order, through ``tuple.__new__`` (see ``_new_tuple``), once per request.
-    return _new_tuple(
+    # In the fields' order (``tuples.new_tuple``), once per request.
+    return new_tuple(
         Prediction,
         (
             pipeline,

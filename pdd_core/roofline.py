@@ -18,6 +18,7 @@ from typing import Literal, NamedTuple
 from pdd_core.collectives import ACTIVATION_BYTES, SEND_LATENCY_S, AllReduce, alltoall_time
 from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
 from pdd_core.specs.shape import kv_bytes_per_token_per_chip
+from pdd_core.tuples import new_tuple
 
 Bound = Literal["compute", "memory", "comm"]
 
@@ -37,8 +38,6 @@ ELEMENTWISE_VECTORS_PER_LAYER = 12
 # chip (each micro-batch re-reads its stage's weights), small enough that a long prefill keeps
 # every stage busy.
 PP_CHUNK_TOKENS = 4096
-
-_new_tuple = tuple.__new__
 
 
 class Timing(NamedTuple):
@@ -202,9 +201,8 @@ class Roofline:
             bound = "memory"
         if comm_s > peak_s:
             bound = "comm"
-        # ``tuple.__new__`` with the fields in order: ``Timing``'s own ``__new__`` is a Python
-        # function around that call.
-        return _new_tuple(
+        # The fields in ``Timing``'s order (``tuples.new_tuple``).
+        return new_tuple(
             Timing,
             (
                 passes * (peak_s + comm_s + overhead_s),

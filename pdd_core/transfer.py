@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pdd_core.specs import LinkSpec
+from pdd_core.tuples import new_tuple
 
 # Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
 # a timeout, which the agents handle, not a bandwidth sample).
@@ -82,8 +83,6 @@ class JitterSample(NamedTuple):
 
 NO_JITTER = JitterSample()
 
-_new_tuple = tuple.__new__
-
 
 def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     """Draw one transfer's jitter from the link's spreads (none without an rng or a spread).
@@ -99,9 +98,8 @@ def sample_jitter(link: LinkSpec, rng: Rng | None) -> JitterSample:
     factor = 1.0
     if link.bandwidth_jitter > 0:
         factor = max(1.0 / (1.0 + _lomax(rng, link.bandwidth_jitter)), MIN_BANDWIDTH_FACTOR)
-    # ``tuple.__new__`` with the fields in order (delay_s, bandwidth_factor): the named tuple's
-    # own ``__new__`` is a Python function around that call, and this runs per transfer.
-    return _new_tuple(JitterSample, (delay_s, factor))
+    # The fields in order (delay_s, bandwidth_factor; ``tuples.new_tuple``), per transfer.
+    return new_tuple(JitterSample, (delay_s, factor))
 
 
 def slow_start_extra_s(

@@ -91,7 +91,7 @@ def _check_tenants(
     for index, record in valid:
         tenant_id = tenants.get(record["tenant"])
         prefix = record["api_key_prefix"]
-        identity = (record["site"], record["request_id"])
+        identity = _identity(record)
         first = seen.get(identity)
         if tenant_id is None:
             errors[index] = {"tenant": [f"Unknown tenant {record['tenant']!r}."]}
@@ -174,13 +174,13 @@ def records_ingest(*, records: Sequence[Any], source_token: ApiToken | None = No
     if not kept:
         return IngestResult(accepted=0, duplicates=repeats, errors=errors)
     # A stable insertion order keeps two overlapping concurrent batches from deadlocking.
-    kept.sort(key=lambda pair: (pair[1]["site"], pair[1]["request_id"]))
+    kept.sort(key=lambda pair: _identity(pair[1]))
     partitions_ensure({day_of(r["finish_time"]) for _, r in kept})
     with transaction.atomic():
         claimed = keys_claim([r for _, r in kept])
         new, repeated = [], []
         for index, record in kept:
-            if (record["site"], record["request_id"]) in claimed:
+            if _identity(record) in claimed:
                 new.append(record)
             else:
                 repeated.append((index, record))

@@ -82,8 +82,8 @@ def pg_array(values: Sequence[Any]) -> str:
         return "{" + ",".join(map(str, values)) + "}"
     elif kinds == {bool}:
         return "{" + ",".join(["t" if v else "f" for v in values]) + "}"
-    elif kinds == {datetime}:  # a JSON array of RFC 3339 strings, no quote to escape
-        return "{" + _JSON.encode(values)[1:-1].decode() + "}"
+    elif kinds == {datetime}:  # RFC 3339 text has no quote or backslash to escape
+        return '{"' + '","'.join(_times(values)) + '"}'
     return "{" + ",".join(map(_element, values)) + "}"
 
 
@@ -166,7 +166,7 @@ def _copy_value(value: Any) -> str:
     return str(value) if isinstance(value, str | uuid.UUID | int) else repr(value)
 
 
-def _times(values: list[datetime]) -> list[str]:
+def _times(values: Sequence[datetime]) -> list[str]:
     """RFC 3339 text of aware datetimes (``...Z`` in UTC), as PostgreSQL reads them: msgspec
     writes a thousand in the time ``isoformat`` takes for a dozen."""
     texts: list[str] = _JSON_TEXTS.decode(_JSON.encode(values))

@@ -25,8 +25,7 @@ from pdd_core.predict import DecodeState
 from pdd_core.sim.steps import PrefillMemo, StepModel
 from pdd_core.sim.work import Host, Seq, StepClock
 from pdd_core.specs import ChipSpec, ModelSpec, Role
-
-_new_tuple = tuple.__new__
+from pdd_core.tuples import new_tuple
 
 
 class RunningBatch(StepModel):
@@ -86,11 +85,10 @@ class RunningBatch(StepModel):
         """What ``pdd_core.predict`` needs of this instance as a decoder (see its docstring)."""
         active = len(self.batch)
         remaining = self._remaining / active if active else 0.0
-        # ``tuple.__new__`` with the fields in order (active, max_batch, free_kv_tokens, waiting,
-        # step_s, mean_remaining_tokens, hit_tokens, kv_capacity_tokens): the named tuple's own
-        # ``__new__`` is a Python function around this call, and every arrival builds one state
-        # per decoder.
-        return _new_tuple(
+        # The fields in order (active, max_batch, free_kv_tokens, waiting, step_s,
+        # mean_remaining_tokens, hit_tokens, kv_capacity_tokens; ``tuples.new_tuple``): every
+        # arrival builds one state per decoder.
+        return new_tuple(
             DecodeState,
             (
                 active,

@@ -52,9 +52,8 @@ from pdd_core.sim.records import Flight, RequestRecord, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
 from pdd_core.specs import SLA, Role, Topology
 from pdd_core.transfer import JitterDraws, transfer_time
+from pdd_core.tuples import new_tuple
 from pdd_core.workload import Request
-
-_new_tuple = tuple.__new__  # named tuples per request, fields in order (theirs is a wrapper)
 
 
 def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
@@ -219,7 +218,7 @@ class Simulator(Features):
         for inst in self.prefill:
             hit = self._hit(inst, request)
             est = inst.prefill_s(size - hit, hit)
-            prefills.append(_new_tuple(PrefillState, (inst.backlog_s, hit, est)))
+            prefills.append(new_tuple(PrefillState, (inst.backlog_s, hit, est)))
         flight = Flight(request, Pipeline.P_D)
         if self.policy is Policy.PDD:
             prediction = self._predict_pdd(request, prefills, flight.output)

@@ -22,9 +22,8 @@ from pdd_core.sim.instance import Instance
 from pdd_core.sim.records import Flight
 from pdd_core.sim.wan import WanLine
 from pdd_core.specs import SLA, LinkSpec
+from pdd_core.tuples import new_tuple
 from pdd_core.workload import Request
-
-_new_tuple = tuple.__new__
 
 
 class Features:
@@ -55,11 +54,9 @@ class Features:
         assert self.wan is not None
         config = self.config
         spec = self.wan.spec
-        # ``LinkState.of`` through ``tuple.__new__`` with the fields in order (bandwidth_gbps,
-        # rtt_ms, flows, setup_ms, initial_window_bytes, utilisation): the named tuple's
-        # ``__new__`` is a Python function around that call, and this runs once or twice per
-        # request.
-        return _new_tuple(
+        # ``LinkState.of`` with the fields in order (bandwidth_gbps, rtt_ms, flows, setup_ms,
+        # initial_window_bytes, utilisation; ``tuples.new_tuple``): once or twice per request.
+        return new_tuple(
             LinkState,
             (
                 spec.bandwidth_gbps,
