@@ -24,9 +24,8 @@ import django
 django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0, interactive=False)
-from controlplane.billing.models import Tenant
 from controlplane.telemetry.services import records_ingest
-Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
+exec(bench.WORLD)
 total, size = int(sys.argv[2]), int(sys.argv[3])
 def work():
     return [json.loads(json.dumps(bench.records(size))) for _ in range(total // size)]

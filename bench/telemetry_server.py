@@ -19,16 +19,33 @@ from proc_stat import cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-SETUP = """
-from controlplane.accounts.services import api_token_issue
-from controlplane.billing.models import Tenant
-from controlplane.inventory.models import Site
-for slug in ("bench", "probe"):
-    Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
+# The key prefix of each tenant's records: ingestion bills a record to the tenant of its key.
+KEYS = {"bench": "be4c", "probe": "9e0be"}
+# What the records need in either tree: the tenants with their keys, the model "m" (8B, GQA),
+# site dc-a and its gateway agent "bench-gw" (records are taken from a site's gateways only).
+WORLD = """
+from controlplane.agents.models import Agent
+from controlplane.billing.models import ApiKey, Tenant
+from controlplane.inventory.models import ModelProfile, Site
+for slug, prefix in KEYS.items():
+    tenant = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})[0]
+    ApiKey.objects.get_or_create(prefix=prefix, defaults={
+        "tenant": tenant, "name": "bench", "key_hash": prefix * 16})
+ModelProfile.objects.get_or_create(slug="m", defaults={
+    "name": "M", "total_params_b": 8.0, "active_params_b": 8.0, "layers": 32,
+    "hidden_size": 4096, "attention": "gqa", "attention_heads": 32, "kv_heads": 8,
+    "head_dim": 128, "source": "bench"})
 site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
+Agent.objects.get_or_create(name="bench-gw", defaults={"site": site, "role": "gateway"})
+""".replace("KEYS", repr(KEYS))
+SETUP = (
+    WORLD
+    + """
+from controlplane.accounts.services import api_token_issue
 print(api_token_issue(name="bench-agent-%s", scope="agent", site=site).secret)
 print(api_token_issue(name="bench-viewer-%s", scope="viewer").secret)
 """
+)
 
 
 def records(n: int, tenant: str = "bench") -> list[dict[str, Any]]:
@@ -38,7 +55,8 @@ def records(n: int, tenant: str = "bench") -> list[dict[str, Any]]:
         hit = (i * 37) % 1000
         out.append({
             "request_id": f"{tenant}-{uuid.uuid4().hex}", "tenant": tenant, "model": "m",
-            "site": "dc-a", "pipeline": ("P-MD", "P-RLD-MD")[i % 2],
+            "api_key_prefix": KEYS[tenant], "agent": "bench-gw", "site": "dc-a",
+            "pipeline": ("P-MD", "P-RLD-MD")[i % 2],
             "arrival_time": now, "finish_time": now, "input_tokens": 1000, "hit_tokens": hit,
             "miss_tokens": 1000 - hit, "output_tokens": 200, "ttft_s": 0.1 + (i % 50) / 100,
             "tpot_s": 0.03, "wan_bytes": 5_000_000, "handoff_mode": "one-shot",

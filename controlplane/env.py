@@ -68,7 +68,7 @@ def database_from_url(name: str, default_sqlite: Path) -> dict[str, Any]:
     """Django DATABASES['default'] from ``DATABASE_URL`` (postgres:// or sqlite:///path)."""
     value = _raw(name)
     if value is None or value == "":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(default_sqlite)}
+        return {"ENGINE": "controlplane.core.sqlite3", "NAME": str(default_sqlite)}
     parts = urlsplit(value)
     if parts.scheme == "sqlite":
         path = unquote(parts.path)
@@ -76,7 +76,7 @@ def database_from_url(name: str, default_sqlite: Path) -> dict[str, Any]:
             path = path[1:] if path.startswith("//") else path
         if not path or path == "/":
             raise ImproperlyConfigured(f"{name}: sqlite URL needs a path, got {value!r}")
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+        return {"ENGINE": "controlplane.core.sqlite3", "NAME": path}
     if parts.scheme in {"postgres", "postgresql", "pgsql"}:
         db_name = unquote(parts.path.lstrip("/"))
         if not db_name:

@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -177,23 +178,27 @@ STATICFILES_DIRS = [("plotly", str(Path(plotly.__file__).resolve().parent / "pac
 # may read /metrics besides operator and viewer API tokens.
 TELEMETRY_RETENTION_HOURS = env.env_int("PDD_TELEMETRY_RETENTION_HOURS", 48, minimum=1)
 TELEMETRY_LIVE_MIN_INTERVAL_S = env.env_int("PDD_LIVE_MIN_INTERVAL_MS", 500, minimum=0) / 1000
+# How often an open page's socket re-reads the deployment's state (open alerts, agents, plan, SLA
+# panel) from the database: what other processes change reaches it on every channel layer.
+TELEMETRY_LIVE_STATE_INTERVAL_S = (
+    env.env_int("PDD_LIVE_STATE_INTERVAL_MS", 2000, minimum=100) / 1000
+)
 TELEMETRY_WEBHOOK_SECRET = env.env_str("PDD_ALERT_WEBHOOK_SECRET", "") or SECRET_KEY
 TELEMETRY_METRICS_TOKEN = env.env_str("PDD_METRICS_TOKEN", "")
 # Bounds on reported records (controlplane/telemetry/bounds.py): how far ahead of this clock a
-# finish time may be, how old a record may be, and the context window and KV bytes per token
-# that bound a record of a model the inventory does not know.
+# finish time may be (also how far a record's arrival may be from its key's issue or
+# withdrawal), and how old a record may be.
 TELEMETRY_CLOCK_SKEW_S = env.env_int("PDD_TELEMETRY_CLOCK_SKEW_S", 300, minimum=0)
 TELEMETRY_MAX_RECORD_AGE_DAYS = env.env_int("PDD_TELEMETRY_MAX_RECORD_AGE_DAYS", 3650, minimum=1)
-TELEMETRY_MAX_CONTEXT = env.env_int("PDD_TELEMETRY_MAX_CONTEXT", 1 << 20, minimum=1)
-TELEMETRY_MAX_KV_BYTES_PER_TOKEN = env.env_int(
-    "PDD_TELEMETRY_MAX_KV_BYTES_PER_TOKEN", 8 << 20, minimum=1
-)
 
 # Agents (controlplane/agents): heartbeat period they are told, and how old their last heartbeat
 # may be before they show as stale, then dead (three and twelve missed beats by default).
 AGENT_HEARTBEAT_INTERVAL_S = env.env_int("PDD_AGENT_HEARTBEAT_INTERVAL_S", 5, minimum=1)
 AGENT_STALE_AFTER_S = env.env_int("PDD_AGENT_STALE_AFTER_S", 15, minimum=1)
 AGENT_DEAD_AFTER_S = env.env_int("PDD_AGENT_DEAD_AFTER_S", 60, minimum=1)
+# How long a site's reconciler lets a surplus instance drain (finish in-flight requests) before
+# it stops it anyway; sent with each site's desired state (controlplane/agents/desired.py).
+AGENT_DRAIN_TIMEOUT_S = env.env_int("PDD_AGENT_DRAIN_TIMEOUT_S", 30, minimum=0)
 
 # Request size (controlplane/core/limits.py): the largest workload trace an operator may upload,
 # and the largest request body of any kind (413 above it, before the body is read).
@@ -208,13 +213,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.accounts.permissions.ScopePermission"],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "controlplane.core.filters.StrictFilterBackend",
         "rest_framework.filters.OrderingFilter",
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "controlplane.core.pagination.PageNumberPagination",
     "PAGE_SIZE": env.env_int("PDD_API_PAGE_SIZE", 50, minimum=1),
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "controlplane.core.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "controlplane.core.errors.api_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["controlplane.core.parsers.JSONParser"],
@@ -232,6 +237,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # Error answers, write shapes and text rules, in one place: controlplane/core/schema.py.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "controlplane.core.schema.text_without_nul",
+    ],
     # Swagger UI and ReDoc from the installed drf-spectacular-sidecar: the docs work offline.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -240,6 +250,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "PoolRoleEnum": "controlplane.inventory.models.Role",
         "AgentRoleEnum": "controlplane.agents.models.AgentRole",
+        "AgentRolloutStateEnum": "controlplane.agents.models.AgentState",
         "JobStatusEnum": "controlplane.planning.models.PlanStatus",
     },
 }
@@ -247,7 +258,11 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A refusal (4xx) is one line, without the traceback Django attaches (core/logs.py).
+    "filters": {"client_errors_one_line": {"()": "controlplane.core.logs.ClientErrorsOneLine"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["client_errors_one_line"]}
+    },
     "root": {"handlers": ["console"], "level": env.env_str("PDD_LOG_LEVEL", "INFO")},
 }
 
@@ -263,4 +278,4 @@ SECURE_HSTS_PRELOAD = env.env_bool("PDD_HSTS_PRELOAD", False)
 if env.env_bool("PDD_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Prometheus scrapes /metrics over plain HTTP inside a cluster even when pages redirect.
-SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^healthz$", r"^readyz$"]  # scrapers and probes

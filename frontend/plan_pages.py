@@ -7,23 +7,29 @@ refuses other scopes' writes with 403 anyway.
 
 from __future__ import annotations
 
-import json
+from dataclasses import fields
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from controlplane.accounts.models import Scope
 from controlplane.accounts.selectors import user_scope
+from controlplane.agents.desired import active_plan_not_enacted, pool_rollouts
+from controlplane.agents.selectors import agent_list
 from controlplane.core.exceptions import DomainError
+from controlplane.inventory.selectors import site_list
 from controlplane.planning import selectors, services
+from controlplane.planning.drift import LIVE_WINDOW_MIN
 from controlplane.planning.models import Plan, WorkloadProfile
-from frontend import plan_verdict
+from controlplane.planning.tasks import job_runner
+from frontend import plan_verdict, units
 from frontend.access import operator_page
+from pdd_core.routing import RoutingTable
 
 
 class PlanForm(forms.Form):
@@ -64,12 +70,13 @@ def plan_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "frontend/plans/list.html",
-        {"plans": plans, "form": form, "can_edit": _is_operator(request)},
+        {"plans": plans, "form": form, "can_edit": _is_operator(request), "runner": job_runner()},
     )
 
 
-def bathtub_figure(result: dict[str, Any]) -> dict[str, Any]:
-    """The initial Plotly figure of the bathtub, built on the server from the plan's JSON."""
+def bathtub_figure(result: dict[str, Any], live: dict[str, float] | None = None) -> dict[str, Any]:
+    """The initial Plotly figure of the bathtub, built on the server from the plan's JSON;
+    ``live`` (``pdd_core.planner.drift.bathtub_position``) adds the live workload's point."""
     tub = result["bathtub"]
     points = tub["points"]
     hits = [p["hit_rate"] * 100 for p in points]
@@ -91,11 +98,18 @@ def bathtub_figure(result: dict[str, Any]) -> dict[str, Any]:
             {"x": [valley["hit_rate"] * 100], "y": [y], "name": "valley", "type": "scatter",
              "mode": "markers", "marker": {"size": 12, "symbol": "triangle-down"}}
         )  # fmt: skip
+    if live and "revenue_per_cost" in live:
+        load = f", load {live['load']:.0%} of the SLA rate there" if "load" in live else ""
+        data.append(
+            {"x": [live["hit_rate"] * 100], "y": [live["revenue_per_cost"]],
+             "name": f"live now (hit {live['hit_rate']:.0%}{load})", "type": "scatter",
+             "mode": "markers", "marker": {"size": 16, "symbol": "diamond", "color": "#b3261e"}}
+        )  # fmt: skip
     layout = {
         "margin": {"l": 50, "r": 10, "t": 10, "b": 40},
-        "xaxis": {"title": {"text": "mean prefix hit rate (%)"}},
+        "xaxis": {"title": {"text": "mean prefix hit rate (%)", "standoff": 4}},
         "yaxis": {"title": {"text": "revenue per cost"}},
-        "legend": {"orientation": "h"},
+        "legend": {"orientation": "h", "y": -0.3, "yanchor": "top"},
     }
     return {"data": data, "layout": layout}
 
@@ -110,10 +124,60 @@ def plan_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_activate": _is_operator(request) and plan.activatable,
         "figure": bathtub_figure(result) if result.get("feasible") else None,
         "predicted_rows": _predicted_rows(result) if result.get("feasible") else [],
-        "routing_json": json.dumps(result.get("routing_table"), indent=2),
+        "routing_rows": routing_rows(result.get("routing_table")),
         "shortfalls": plan_verdict.shortfalls(result) if result.get("feasible") else [],
+        "verdict": plan_verdict.planner_verdict(result) if result.get("feasible") else None,
+        "rollout": pool_rollouts(list(site_list()), list(agent_list())) if plan.active else [],
+        "not_enacted": _not_enacted(plan.active),
     }
     return render(request, "frontend/plans/detail.html", context)
+
+
+def _not_enacted(active: bool) -> str | None:
+    reason = active_plan_not_enacted() if active else None
+    return None if reason is None else plan_verdict.not_enacted_sentence(reason)
+
+
+# What each threshold of ``pdd_core.routing.RoutingTable`` decides, for the plan page: a label,
+# how to print the value, and the rule in words (the class docstring's, shortened).
+ROUTING_FIELDS: dict[str, tuple[str, str, str]] = {
+    "singular_min_input_tokens": ("Singular from", "{:,} input tokens",
+                                  "a request at least this long may finish on RLD (P-RLD)"),
+    "singular_max_output_tokens": ("Singular below", "{:,} output tokens",
+                                   "... when its predicted output is shorter"),
+    "singular_max_hit": ("Singular up to", "{:.0%} prefix hit", "... and its hit at P is at most"),
+    "transfer_budget_s": ("Transfer budget", "{:g} s",
+                          "P-MD when the predicted WAN transfer fits; else RLD relays (P-RLD-MD)"),
+    "handoff_chunk_tokens": ("Extend chunk", "{:,} tokens", "per extend in extend-decode"),
+    "extend_decode_min_tokens": ("Extend-decode above", "{:,} eager tokens",
+                                 "at or below it a handoff is one step"),
+    "rld_load_threshold": ("One-shot at RLD load", "{:.0%}",
+                           "at or above it handoffs are one-shot, freeing RLD"),
+    "early_rejection": ("Early rejection", "{}", "refuse (429) what cannot meet the SLA"),
+    "reject_ttft_factor": ("Reject above", "{:g} x the TTFT P99 target", "of predicted TTFT"),
+}  # fmt: skip
+
+
+def routing_rows(table: dict[str, Any] | None) -> list[tuple[str, str, str]]:
+    """The plan's routing table as (threshold, value, rule) rows in ``RoutingTable``'s field
+    order; a key this page does not know is shown as it is."""
+    if not table:
+        return []
+    order = [f.name for f in fields(RoutingTable)]
+    keys = [k for k in order if k in table] + sorted(k for k in table if k not in order)
+    rows = []
+    for key in keys:
+        label, fmt, rule = ROUTING_FIELDS.get(key, (key, "{}", ""))
+        value = table[key]
+        if isinstance(value, bool):
+            text = "on" if value else "off"
+        else:
+            try:
+                text = fmt.format(value)
+            except (TypeError, ValueError):
+                text = str(value)
+        rows.append((label, text, rule))
+    return rows
 
 
 def _predicted_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -129,7 +193,7 @@ def _predicted_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
         ("tpot_p99", "TPOT P99 (ms)", 1e3, "{:.1f}"),
         ("goodput_rps", "goodput (req/s)", 1.0, "{:.3f}"),
         ("cost_per_hour", "cost ($/h)", 1.0, "{:.1f}"),
-        ("bcr", "BCR x1000 (req/s per $/h)", 1e3, "{:.2f}"),
+        ("bcr", f"BCR ({units.BCR_UNIT})", units.SECONDS_PER_HOUR, "{:.3g}"),
         ("bcr_revenue", "revenue / cost", 1.0, "{:.3f}"),
         ("sla_met", "SLA met (simulator)", 1.0, "{}"),
     ):
@@ -159,3 +223,28 @@ def plan_activate(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"Plan {plan.pk} is active as config version {plan.version}.")
     return redirect("plan-page", pk=pk)
+
+
+@operator_page
+@require_POST
+def plan_from_live(request: HttpRequest) -> HttpResponse:
+    """The overview's "plan from the live window": the last ``LIVE_WINDOW_MIN`` minutes of
+    telemetry as a workload, planned on the active plan's scenario (the same two services the
+    API's workload and plan endpoints call)."""
+    if not _is_operator(request):
+        raise PermissionDenied("Only operators request plans.")
+    active = selectors.active_plan()
+    if active is None:
+        messages.error(request, "No plan is active: choose a scenario on the plans page.")
+        return redirect("plan-list")
+    who = request.user.get_username()
+    try:
+        workload = services.workload_create_from_telemetry(
+            name=f"live {LIVE_WINDOW_MIN} min", minutes=LIVE_WINDOW_MIN, created_by=who
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("home")
+    plan = services.plan_request(scenario=active.scenario, workload=workload, requested_by=who)
+    messages.success(request, f"Plan {plan.pk} queued from the last {LIVE_WINDOW_MIN} minutes.")
+    return redirect("plan-page", pk=plan.pk)

@@ -1,46 +1,59 @@
-"""Whether a plan beats the baseline it was compared with, and if not, why, in words.
+"""The plan page's verdict: the planner's own, with its stated tolerance (one judge).
 
-The plan page warns before activation when a plan is worse than its baseline on any of: hardware
-cost per hour (more expensive), BCR (less goodput per $/h), goodput (fewer requests within the
-SLA), or the SLA itself (the simulator says the plan misses it). Figures come from the plan's
-own result (``pdd plan --json``: ``predicted`` and ``baseline.predicted``), nothing is recomputed.
+The planner already compared every design family at the same SLA and measured their capacity
+over independent workloads (``pdd_core.planner.verdict``); this page must not judge a second
+time with other rules (it once printed "serves less within the SLA: 2.333 req/s against 2.333"
+beside the planner's "PDD pays here"). So the page shows ``reasons["verdict"]`` as it is, and
+warns before activation only where the planner's figures themselves say so: the simulator
+found the plan missing its SLA, or the planner judged the recommended PDD design's advantage
+to be within noise; and where this data plane cannot enact the plan's design (an aggregated
+one, ``pdd_core.agent.desired.not_enacted_reason``), so activating it changes routing and the
+version only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pdd_core.agent.desired import not_enacted_reason
 
-def _number(block: dict[str, Any], key: str) -> float | None:
-    value = block.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+def not_enacted_sentence(reason: str) -> str:
+    """The one sentence Topology and the plan page show for an active plan not enacted."""
+    return f"The active plan is {reason}, so it is not enacted: each site keeps the pools it runs."
+
+
+def planner_verdict(result: dict[str, Any]) -> dict[str, str] | None:
+    """The planner's judgement, sentence and tolerance, or None for a result without one."""
+    verdict = (result.get("reasons") or {}).get("verdict") or {}
+    if not isinstance(verdict, dict) or "sentence" not in verdict:
+        return None
+    return {
+        "judgement": str(verdict.get("judgement", "")),
+        "sentence": str(verdict["sentence"]),
+        "tolerance": str(verdict.get("tolerance", "")),
+    }
 
 
 def shortfalls(result: dict[str, Any]) -> list[str]:
-    """Reasons the plan does not beat its baseline; empty when it does (or has no baseline)."""
-    mine = result.get("predicted") or {}
-    theirs = (result.get("baseline") or {}).get("predicted") or {}
+    """What the planner's own figures say against activating this plan, and that this plane
+    cannot enact its design where it cannot; empty when nothing."""
     reasons = []
-    if mine.get("sla_met") is False:
+    design = not_enacted_reason(result.get("policy", "pdd"))
+    if design is not None:
+        reasons.append(
+            f"this plan is {design}, so it would not be enacted: activating it changes only the "
+            "routing table and the config version, and each site keeps the pools it runs"
+        )
+    if (result.get("predicted") or {}).get("sla_met") is False:
         reasons.append("the simulator says this plan misses the SLA")
-    if not theirs:
-        return reasons
-    cost, base_cost = _number(mine, "cost_per_hour"), _number(theirs, "cost_per_hour")
-    if cost is not None and base_cost is not None and cost > base_cost:
+    verdict = (result.get("reasons") or {}).get("verdict") or {}
+    if (
+        isinstance(verdict, dict)
+        and verdict.get("recommended") == "pdd"
+        and verdict.get("judgement") == "within noise"
+    ):
         reasons.append(
-            f"it costs more: ${cost:,.1f}/h against the baseline's ${base_cost:,.1f}/h "
-            f"({cost / base_cost - 1:+.1%})"
-            if base_cost > 0
-            else f"it costs ${cost:,.1f}/h against the baseline's ${base_cost:,.1f}/h"
-        )
-    bcr, base_bcr = _number(mine, "bcr"), _number(theirs, "bcr")
-    if bcr is not None and base_bcr is not None and bcr < base_bcr:
-        reasons.append(
-            f"its BCR is lower: {bcr * 1e3:.2f} against {base_bcr * 1e3:.2f} (x1000 req/s per $/h)"
-        )
-    goodput, base_goodput = _number(mine, "goodput_rps"), _number(theirs, "goodput_rps")
-    if goodput is not None and base_goodput is not None and goodput < base_goodput:
-        reasons.append(
-            f"it serves less within the SLA: {goodput:.3f} req/s against {base_goodput:.3f}"
+            "the planner judges PDD's advantage within noise: " + str(verdict.get("sentence"))
         )
     return reasons

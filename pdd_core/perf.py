@@ -18,13 +18,13 @@ Modelling conventions (shared by every function):
   decode); their cost is the measured one (``allreduce_time``). Expert-parallel all-to-all *does*
   overlap with compute: DeepSeek's serving and SGLang's two-batch overlap split a batch into two
   micro-batches so one computes while the other communicates; only the excess shows.
-- ``pp`` stages: a decode step sends ``min(batch, pp)`` micro-batches round the pipeline, so it
-  takes ``pp`` stage times of one micro-batch (each stage re-reads its weights per micro-batch);
-  a prefill of ``m`` micro-batches takes ``max(m, pp)`` stage times: engines keep ``pp``
-  micro-batches in flight, so in steady state no stage idles, and a short prefill still pays
-  the pipeline's latency of ``pp`` stages.
-  Stage hand-offs cross the scale-out network when the instance spans more than one scale-up
-  domain, and the scale-up fabric otherwise.
+- ``pp`` stages (``pdd_core.pipeline``, the one home of this): a prefill of ``m`` micro-batches
+  lasts ``m + pp - 1`` stage times plus its hand-offs (one request's latency), of which the
+  instance's first stage is busy for ``m`` (``Timing.fill_s`` is the rest: engines keep up to
+  ``pp`` iterations in flight); a decode step sends ``min(batch, pp)`` micro-batches round the
+  pipeline, so it takes ``pp`` stage times of one micro-batch (each stage re-reading its weights
+  per micro-batch). A hand-off crosses the scale-out network where the two stages' ranks sit in
+  different scale-up domains, and the scale-up fabric otherwise.
 - ``Timing.bound`` names the largest of the compute, memory and comm terms.
 """
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import Literal, NamedTuple
 
-from pdd_core.collectives import ACTIVATION_BYTES, SEND_LATENCY_S, AllReduce, alltoall_time
+from pdd_core.collectives import ACTIVATION_BYTES, AllReduce, alltoall_time
+from pdd_core.pipeline import decode_pass, prefill_pass, stage_links
 from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
 from pdd_core.specs.shape import kv_bytes_per_token_per_chip
 from pdd_core.tuples import new_tuple
@@ -46,7 +47,10 @@ class Timing(NamedTuple):
     ``seconds = max(compute_s, memory_s) + comm_s + overhead_s``; keeping the terms lets a table
     cell show which one binds and lets tests check each formula on its own. ``hidden_comm_s``
     is communication that overlapped with compute (expert all-to-all) and so is not in
-    ``seconds``. A named tuple: immutable, and built in a fraction of a frozen dataclass's
+    ``seconds``. ``seconds`` is the pass's latency; ``fill_s`` is its last part, when a
+    pipelined instance's first stage is already free for the next iteration (``pipeline``;
+    0 without pipeline parallelism), so ``seconds - fill_s`` is what the pass occupies.
+    A named tuple: immutable, and built in a fraction of a frozen dataclass's
     time (the simulator times tens of thousands of distinct passes per run).
     """
 
@@ -57,6 +61,7 @@ class Timing(NamedTuple):
     overhead_s: float
     bound: Bound
     hidden_comm_s: float = 0.0
+    fill_s: float = 0.0
 
 
 def attention_flops_per_pair(model: ModelSpec, *, absorbed: bool) -> float:
@@ -84,6 +89,7 @@ class Roofline:
         "_experts",
         "_kv_per_token",
         "_layer_flops",
+        "_links",
         "_matmul_flops",
         "_memory_rate",
         "_miss_per_token",
@@ -121,6 +127,7 @@ class Roofline:
         self._experts = model.moe_experts if model.is_moe else 0
         self._miss_per_token = (1.0 - model.moe_top_k / model.moe_experts) if model.is_moe else 1.0
         self.allreduce = AllReduce(chip, shape.tp)
+        self._links = stage_links(chip, shape) if pp > 1 else None
         self.overhead_s = self._stage_layers * LAUNCH_OVERHEAD_PER_LAYER_S
 
     def prefill(self, new_tokens: int, cached_tokens: int, batch: int = 1) -> Timing:
@@ -148,13 +155,11 @@ class Roofline:
         model, chip, shape = self.model, self.chip, self.shape
         pp = shape.pp
         if pp == 1:
-            micro, passes = 1, 1
+            micro = 1
         elif prefill:
             micro = max(1, math.ceil(tokens / PP_CHUNK_TOKENS))
-            passes = max(micro, pp)
         else:
             micro = max(1, min(math.ceil(tokens), pp))
-            passes = pp
         mb_tokens = tokens / micro
         rank_tokens = mb_tokens / shape.dp
         stage_layers = self._stage_layers
@@ -190,28 +195,33 @@ class Roofline:
             visible = max(0.0, a2a - peak_s)
             comm_s += visible
             hidden_s = a2a - visible
-        if pp > 1:
-            link = chip.scaleup_bytes_per_s
-            if shape.chips > chip.scaleup_domain:
-                link = chip.scaleout_gbits_per_s * 1e9 / 8
-            comm_s += SEND_LATENCY_S + mb_tokens * model.hidden_size * ACTIVATION_BYTES / link
         overhead_s = self.overhead_s
+        stage_s = peak_s + comm_s + overhead_s
+        periods, handoff_s, fill_s, slowest_s = 1, 0.0, 0.0, 0.0
+        if self._links is not None:
+            # ``pipeline``: the periods and hand-offs of the pass through ``pp`` stages.
+            total_s, slowest_s = self._links.handoff_s(mb_tokens, model.hidden_size)
+            if prefill:
+                periods, handoff_s, fill_s = prefill_pass(micro, pp, stage_s, total_s, slowest_s)
+            else:
+                periods, handoff_s, fill_s = decode_pass(pp, slowest_s)
         bound: Bound = "compute"
         if memory_s > compute_s:
             bound = "memory"
-        if comm_s > peak_s:
+        if comm_s + slowest_s > peak_s:
             bound = "comm"
         # The fields in ``Timing``'s order (``tuples.new_tuple``).
         return new_tuple(
             Timing,
             (
-                passes * (peak_s + comm_s + overhead_s),
-                passes * compute_s,
-                passes * memory_s,
-                passes * comm_s,
-                passes * overhead_s,
+                periods * stage_s + handoff_s,
+                periods * compute_s,
+                periods * memory_s,
+                periods * comm_s + handoff_s,
+                periods * overhead_s,
                 bound,
-                passes * hidden_s,
+                periods * hidden_s,
+                fill_s,
             ),
         )
 

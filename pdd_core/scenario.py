@@ -28,7 +28,14 @@ from pdd_core.specs import (
     load_models,
     topology_from_dict,
 )
-from pdd_core.workload import AgenticWorkload, Request, generate_agentic, read_trace
+from pdd_core.workload import (
+    AgenticWorkload,
+    FixedWorkload,
+    Request,
+    generate_agentic,
+    generate_fixed,
+    read_trace,
+)
 
 TOP_LEVEL = frozenset(
     {
@@ -49,7 +56,8 @@ TOP_LEVEL = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    """A trace file (``trace``) or generator parameters (``generator``), plus shaping.
+    """A trace file (``trace``), agentic generator parameters (``generator``) or fixed-length
+    benchmark requests (``fixed``), plus shaping.
 
     ``time_scale`` multiplies arrival times (0.5 doubles the rate); ``max_requests`` keeps the
     first N requests by arrival.
@@ -57,13 +65,25 @@ class WorkloadSpec:
 
     trace: Path | None = None
     generator: AgenticWorkload | None = None
+    fixed: FixedWorkload | None = None
     seed: int = 0
     time_scale: float = 1.0
     max_requests: int | None = None
 
+    @property
+    def closed_loop_default(self) -> bool:
+        """Whether this workload's sessions run closed loop unless ``[engine] closed_loop``
+        says otherwise: generated agentic sessions do (an agent sends its next turn after the
+        answer plus its tool/think time, ``AgenticWorkload.turn_gap_s``); a trace is replayed
+        open loop, at its recorded arrival times (what Mooncake and Azure publish), and fixed
+        benchmark requests have no sessions."""
+        return self.trace is None and self.fixed is None
+
     def requests(self) -> list[Request]:
         if self.trace is not None:
             loaded = list(read_trace(self.trace).requests)
+        elif self.fixed is not None:
+            loaded = generate_fixed(self.fixed, seed=self.seed)
         else:
             loaded = generate_agentic(self.generator or AgenticWorkload(), seed=self.seed)
         loaded.sort(key=lambda r: r.arrival_s)
@@ -146,15 +166,6 @@ def scenario_from_dict(
     chips = load_chips()
     sites = raw.get("sites", [])
     links = raw.get("links", [])
-    pdd = _topology(
-        "pools", sites, links, raw.get("pools", []), model_id=model_id, chips=chips, models=models
-    )
-    try:
-        pdd = replace(pdd, rld_mode=RldMode(head.get("rld_mode", RldMode.POOL)))
-    except ValueError:
-        raise ValueError(
-            f"[scenario] rld_mode: must be pool or shared-with-prefill, got {head['rld_mode']!r}"
-        ) from None
     baseline_raw = _table(raw, "baseline")
     _no_unknown("baseline", baseline_raw, frozenset({"pools"}))
     baseline = _topology(
@@ -166,9 +177,21 @@ def scenario_from_dict(
         chips=chips,
         models=models,
     )
+    # A scenario of one site has no PDD deployment to run: its pools default to the baseline's
+    # (``pdd`` and ``naive-cross-dc`` then refuse to run, naming the missing second site).
+    pdd = baseline
+    if "pools" in raw:
+        pdd = _topology(
+            "pools", sites, links, raw["pools"], model_id=model_id, chips=chips, models=models
+        )
+    try:
+        pdd = replace(pdd, rld_mode=RldMode(head.get("rld_mode", RldMode.POOL)))
+    except ValueError:
+        raise ValueError(
+            f"[scenario] rld_mode: must be pool or shared-with-prefill, got {head['rld_mode']!r}"
+        ) from None
     seed = head.get("seed", 0)
-    engine = dict(_table(raw, "engine"))
-    engine.setdefault("seed", seed)
+    workload = _workload(_table(raw, "workload"), base_dir, trace, seed)
     return Scenario(
         name=str(head.get("name", "")),
         description=str(head.get("description", "")),
@@ -178,8 +201,8 @@ def scenario_from_dict(
         sla=_build("sla", SLA, _table(raw, "sla")),
         prices=_build("prices", PriceBook, _table(raw, "prices"), DEFAULT_PRICES),
         table=_build("routing", RoutingTable, _table(raw, "routing")),
-        config=_build("engine", SimConfig, engine),
-        workload=_workload(_table(raw, "workload"), base_dir, trace, seed),
+        config=engine_config(raw, closed_loop_default=workload.closed_loop_default),
+        workload=workload,
         planner=dict(_table(raw, "planner")),
     )
 
@@ -188,8 +211,12 @@ def _workload(
     raw: Mapping[str, Any], base_dir: Path, trace: Path | str | None, seed: int
 ) -> WorkloadSpec:
     _no_unknown(
-        "workload", raw, frozenset({"trace", "generator", "seed", "time_scale", "max_requests"})
+        "workload",
+        raw,
+        frozenset({"trace", "generator", "fixed", "seed", "time_scale", "max_requests"}),
     )
+    if "fixed" in raw and ("generator" in raw or "trace" in raw):
+        raise ValueError("[workload] fixed: give a trace, a generator or fixed requests, not two")
     if trace is not None:
         trace_path: Path | None = Path(trace)
     elif "trace" in raw:
@@ -198,8 +225,13 @@ def _workload(
         trace_path = None
     if trace_path is not None and not trace_path.exists():
         raise ValueError(f"[workload] trace: no such file {trace_path}")
-    generator = None
-    if trace_path is None:
+    generator = fixed = None
+    if trace_path is None and "fixed" in raw:
+        table = raw["fixed"]
+        if not isinstance(table, Mapping):
+            raise ValueError("[workload.fixed] must be a table")
+        fixed = _build("workload.fixed", FixedWorkload, table)
+    elif trace_path is None:
         gen = raw.get("generator", {})
         if not isinstance(gen, Mapping):
             raise ValueError("[workload.generator] must be a table")
@@ -213,6 +245,7 @@ def _workload(
     return WorkloadSpec(
         trace=trace_path,
         generator=generator,
+        fixed=fixed,
         seed=int(raw.get("seed", seed)),
         time_scale=float(scale),
         max_requests=limit,
@@ -239,7 +272,19 @@ def _topology(
             f"{key} #{index + 1}",
             pool,
             frozenset(
-                {"name", "site", "chip", "role", "instances", "tp", "pp", "dp", "ep", "model"}
+                {
+                    "name",
+                    "site",
+                    "chip",
+                    "role",
+                    "instances",
+                    "tp",
+                    "pp",
+                    "dp",
+                    "ep",
+                    "chunk_tokens",
+                    "model",
+                }
             ),
         )
         if pool.get("chip") not in chips:
@@ -258,6 +303,23 @@ def _topology(
     except ShapeError as exc:
         raise ShapeError(exc.rule, f"[[{key}]] {exc.detail}") from None
     return topology
+
+
+def engine_config(raw: Mapping[str, Any], *, closed_loop_default: bool | None = None) -> SimConfig:
+    """The ``[engine]`` table of a parsed scenario as a ``SimConfig`` (its seed defaults to the
+    scenario's): what a plan computed for it assumed of each engine (chunk budget, max batch).
+
+    ``closed_loop`` defaults to ``closed_loop_default``, or when that is None to the scenario's
+    own workload (``WorkloadSpec.closed_loop_default``: generated sessions closed loop, a trace
+    or fixed requests open loop)."""
+    engine = dict(_table(raw, "engine"))
+    engine.setdefault("seed", _table(raw, "scenario").get("seed", 0))
+    if closed_loop_default is None:
+        workload = _table(raw, "workload")
+        closed_loop_default = "trace" not in workload and "fixed" not in workload
+    engine.setdefault("closed_loop", closed_loop_default)
+    built: SimConfig = _build("engine", SimConfig, engine)
+    return built
 
 
 def _table(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:

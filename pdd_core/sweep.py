@@ -26,6 +26,7 @@ from pdd_core.scenario import Scenario
 from pdd_core.sim import POLICIES, Policy, SimResult
 from pdd_core.sim.capacity import Capacity, find_capacity
 from pdd_core.specs import LinkKind, Topology
+from pdd_core.units import bcr_per_dollar
 
 POLICY_NAMES: tuple[str, ...] = tuple(str(p) for p in POLICIES)
 
@@ -216,7 +217,7 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sla_met", "SLA met"),
     ("capacity_rps", "capacity req/s"),
     ("cost_per_hour", "$/h"),
-    ("bcr", "BCR x1000"),
+    ("bcr", "good req/$"),
     ("bound", "bound"),
 )
 
@@ -227,7 +228,7 @@ def sweep_table(rows: Sequence[SweepRow]) -> str:
     def cell(row: SweepRow, key: str) -> str:
         value = getattr(row, key)
         if key == "bcr":
-            value = value * 1e3
+            value = bcr_per_dollar(value)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "-"
         if isinstance(value, bool):

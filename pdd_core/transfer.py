@@ -36,6 +36,14 @@ import numpy as np
 from pdd_core.specs import LinkSpec
 from pdd_core.tuples import new_tuple
 
+# RFC 6928 initial congestion window: 10 segments of a 1,460-byte MSS (1,500-byte Ethernet MTU
+# less 40 bytes of IPv4 and TCP headers), Linux's default since 2.6.39.
+IW10_BYTES = 10 * 1460.0
+# Linux restarts an idle connection's window from the initial one (tcp_slow_start_after_idle = 1,
+# RFC 2861 / RFC 7661) once it has been idle longer than its retransmission timeout, which is at
+# least TCP_RTO_MIN (200 ms, include/net/tcp.h).
+TCP_RTO_MIN_S = 0.2
+
 # Lower clip of the bandwidth factor: a transfer never stalls completely (a stalled TCP flow is
 # a timeout, which the agents handle, not a bandwidth sample).
 MIN_BANDWIDTH_FACTOR = 0.1
@@ -123,6 +131,28 @@ def slow_start_extra_s(
     extra = 0.0
     while window < bdp and sent + window < nbytes:
         extra += rtt_s - window / share_bytes_per_s
+        sent += window
+        window *= 2.0
+    return extra
+
+
+def slow_start_extra_array(
+    nbytes: np.ndarray, share_bytes_per_s: float, rtt_s: float, initial_window_bytes: float
+) -> np.ndarray:
+    """``slow_start_extra_s`` of every transfer size in ``nbytes`` at one share (the planner's
+    analytic model over a sampled workload). The window's rounds do not depend on the size, so
+    one pass over the rounds serves every size; a test holds it to the scalar form."""
+    extra = np.zeros(np.shape(nbytes), dtype=float)
+    if initial_window_bytes <= 0 or rtt_s <= 0 or share_bytes_per_s <= 0:
+        return extra
+    bdp = share_bytes_per_s * rtt_s
+    window = initial_window_bytes
+    sent = 0.0
+    while window < bdp:
+        pending = sent + window < nbytes
+        if not pending.any():
+            break
+        extra += np.where(pending, rtt_s - window / share_bytes_per_s, 0.0)
         sent += window
         window *= 2.0
     return extra

@@ -46,12 +46,15 @@ def issue_token(db: Any) -> Callable[[str], str]:
     counter = iter(range(10_000))
 
     def make(scope: str) -> str:
-        # Agent tokens are always site-bound: the agent persona reports for site ``dc-a``.
+        # Agent tokens are always site-bound: the agent persona reports for site ``dc-a``,
+        # whose gateway agent ``gateway`` (the factory records' writer) is registered.
         site = None
         if scope == "agent":
+            from controlplane.agents.models import Agent
             from controlplane.inventory.models import Site
 
             site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "DC A"})[0]
+            Agent.objects.get_or_create(name="gateway", defaults={"site": site, "role": "gateway"})
         return api_token_issue(name=f"{scope}-{next(counter)}", scope=scope, site=site).secret
 
     return make

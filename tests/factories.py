@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 from decimal import Decimal
 from itertools import count
@@ -68,6 +69,53 @@ def tenant(**kw: Any) -> Any:
     return model_create(Tenant, {"slug": f"tenant-{n}", "name": f"Tenant {n}", **kw})
 
 
+def key_prefix_for(tenant_slug: str) -> str:
+    """The API key prefix factory records of ``tenant_slug`` carry (``request_record``), and
+    the key ``billable_tenant`` gives the tenant has: the key decides whom a record bills."""
+    return hashlib.sha256(tenant_slug.encode()).hexdigest()[:12]
+
+
+def api_key(tenant: Any, **kw: Any) -> Any:
+    """A gateway key of ``tenant`` with the prefix its factory records carry, issued in 2020 so
+    that records of any instant a test picks were served under it (``HeldKey.held_at``)."""
+    from datetime import UTC
+
+    from controlplane.billing.models import ApiKey
+
+    prefix = kw.pop("prefix", None) or key_prefix_for(tenant.slug)
+    issued_at = kw.pop("created_at", datetime(2020, 1, 1, tzinfo=UTC))
+    data = {"tenant": tenant, "name": f"key-{prefix}", "prefix": prefix,
+            "key_hash": hashlib.sha256(prefix.encode()).hexdigest()}  # fmt: skip
+    key = model_create(ApiKey, {**data, **kw})
+    ApiKey.objects.filter(pk=key.pk).update(created_at=issued_at)  # auto_now_add ignores a value
+    key.refresh_from_db()
+    return key
+
+
+def billable_tenant(**kw: Any) -> Any:
+    """A tenant, with the key (``api_key``) under which factory records of it are billed."""
+    created = tenant(**kw)
+    api_key(created)
+    return created
+
+
+def record_world(*tenants: str, models: tuple[str, ...] = ("model-x",)) -> dict[str, Any]:
+    """What factory records need to be ingested: each tenant billable (get or create), and
+    each model in the inventory. Returns the tenants by slug."""
+    from controlplane.billing.models import ApiKey, Tenant
+
+    for slug in models:
+        if not ModelProfile.objects.filter(slug=slug).exists():
+            model_profile(slug=slug)
+    out = {}
+    for slug in tenants:
+        found = Tenant.objects.filter(slug=slug).first() or tenant(slug=slug, name=slug.title())
+        if not ApiKey.objects.filter(prefix=key_prefix_for(slug)).exists():
+            api_key(found)
+        out[slug] = found
+    return out
+
+
 def price_book(**kw: Any) -> Any:
     """USD 2.00 miss / 0.40 hit / 8.00 output per million tokens, from 2020 on, open-ended."""
     from datetime import UTC, datetime
@@ -83,7 +131,8 @@ def price_book(**kw: Any) -> Any:
 
 
 def request_record(**kw: Any) -> dict[str, Any]:
-    """One record as an agent posts it (JSON-ready), 1000 input tokens of which 900 hit."""
+    """One record as an agent posts it (JSON-ready), 1000 input tokens of which 900 hit,
+    served under its tenant's factory key (``key_prefix_for``) by gateway ``gateway``."""
     n = next(_seq)
     data = {
         "request_id": f"req-{n}", "tenant": "acme", "model": "model-x", "site": "dc-a",
@@ -91,8 +140,9 @@ def request_record(**kw: Any) -> dict[str, Any]:
         "finish_time": "2025-01-10T12:00:05Z", "input_tokens": 1000, "hit_tokens": 900,
         "miss_tokens": 100, "output_tokens": 200, "ttft_s": 0.4, "tpot_s": 0.03,
         "wan_bytes": 5_000_000, "handoff_mode": "one-shot", "rld_tokens": 12,
-        "md_tokens": 188, "sla_met": True, "rejected": False,
+        "md_tokens": 188, "sla_met": True, "rejected": False, "agent": "gateway",
     }  # fmt: skip
+    data["api_key_prefix"] = key_prefix_for(str(kw.get("tenant", data["tenant"])))
     if "finish_time" in kw and "arrival_time" not in kw:
         # A request lasts seconds: arrive 5 s before the chosen finish.
         finish = datetime.fromisoformat(str(kw["finish_time"]).replace("Z", "+00:00"))

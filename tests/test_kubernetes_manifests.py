@@ -94,6 +94,25 @@ def test_long_running_containers_have_readiness_and_liveness_probes() -> None:
             assert container.liveness_probe is not None, name
 
 
+def test_the_web_pods_probes_are_readyz_and_healthz_with_an_allowed_host() -> None:
+    from django.urls import resolve
+
+    from controlplane.core import health
+
+    web = _by_name("pdd-web").spec.template.spec.containers[0]
+    config = next(d for d in _documents("control-plane") if d["kind"] == "ConfigMap")
+    allowed = config["data"]["PDD_ALLOWED_HOSTS"].split(",")
+    probes = {"readiness": web.readiness_probe.http_get, "liveness": web.liveness_probe.http_get}
+
+    assert {kind: probe.path for kind, probe in probes.items()} == {
+        "readiness": "/readyz", "liveness": "/healthz",
+    }  # fmt: skip
+    assert resolve("/readyz").func.__wrapped__ is health.readyz
+    assert resolve("/healthz").func.__wrapped__ is health.healthz
+    for probe in probes.values():  # the kubelet's own Host (the pod IP) would be a 400
+        assert [(h.name, h.value in allowed) for h in probe.http_headers] == [("Host", True)]
+
+
 def test_secrets_come_from_secret_objects_never_from_the_manifests() -> None:
     kinds = {d["kind"] for b in BUNDLES for d in _documents(b)}
     assert "Secret" not in kinds
@@ -105,6 +124,19 @@ def test_secrets_come_from_secret_objects_never_from_the_manifests() -> None:
                 ref = env["PDD_CONTROL_TOKEN"].value_from.secret_key_ref
                 site = workload.metadata.labels["pdd.example.com/site"]
                 assert (ref.name, ref.key) == (f"pdd-agent-token-{site}", "token")
+                # The plane's secret (agents) or the line's control token (the WAN line): from
+                # the plane's Secret, never a value in the manifest.
+                name, key = ("PDD_PLANE_SECRET", "secret")
+                if workload.metadata.name == "pdd-wan":
+                    name, key = ("PDD_WAN_TOKEN", "wan-token")
+                ref = env[name].value_from.secret_key_ref
+                assert (env[name].value, ref.name, ref.key) == (None, "pdd-plane", key)
+                # TLS: this site's certificates, from its Secret, where PDD_TLS_DIR says.
+                mounts = {m.name: m.mount_path for m in container.volume_mounts}
+                volumes = {v.name: v for v in pod.volumes}
+                assert env["PDD_TLS_DIR"].value == mounts["tls"]
+                assert volumes["tls"].secret.secret_name == f"pdd-tls-{site}"
+                assert pod.security_context.fs_group == 10001
                 continue
             assert set(env) >= CP_SECRETS, container.name
             for name in CP_SECRETS:

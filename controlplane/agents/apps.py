@@ -8,7 +8,7 @@ class AgentsConfig(AppConfig):
     label = "agents"
 
     def ready(self) -> None:
-        from controlplane.agents.selectors import agent_rows
+        from controlplane.agents.selectors import agent_rows, site_gateways
         from controlplane.telemetry.integrations import provide_agents
 
-        provide_agents(agent_rows)
+        provide_agents(agent_rows, site_gateways)

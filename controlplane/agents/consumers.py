@@ -22,6 +22,7 @@ from controlplane.agents.services import agent_ack_config, agent_touch
 from controlplane.billing.selectors import next_api_key_expiry
 from controlplane.core.broadcast import CONFIG_GROUP
 from controlplane.core.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, ScopedJsonConsumer
+from controlplane.core.parsers import DB_INT_MAX
 
 
 @database_sync_to_async
@@ -104,8 +105,13 @@ class AgentConfigConsumer(ScopedJsonConsumer):
             await self.send_json({"type": "pong"})
             return
         version = content.get("version")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            await self.send_json({"type": "error", "message": "version: a non-negative integer"})
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or not 0 <= version <= DB_INT_MAX
+        ):
+            message = f"version: an integer from 0 to {DB_INT_MAX} (a config version)"
+            await self.send_json({"type": "error", "message": message})
             return
         await _ack(self.agent_id, version)
         await self.send_json({"type": "acked", "version": version})

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from controlplane.agents.models import Agent, AgentStatus
+from controlplane.agents.models import Agent, AgentRole, AgentStatus
 from controlplane.telemetry.integrations import AgentRow
 
 
@@ -18,13 +18,32 @@ def agent_list() -> QuerySet[Agent]:
     return Agent.objects.select_related("site")
 
 
+def _count(stats: Any, name: str) -> int | None:
+    """A non-negative integer a heartbeat reported under ``name``, else None."""
+    value = stats.get(name) if isinstance(stats, dict) else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
 def agent_rows() -> list[AgentRow]:
     """Every agent as telemetry's dashboard lists it (see ``apps.ready``)."""
     return [
         AgentRow(name=a.name, role=a.role, site=a.site.slug, status=a.status,
-                 config_version=a.config_version)
+                 config_version=a.config_version, address=a.address,
+                 registered_at=a.registered_at, last_heartbeat_at=a.last_heartbeat_at,
+                 restarts=a.restarts, records_rejected=_count(a.stats, "records_rejected"),
+                 state=a.state, pool=a.pool)
         for a in agent_list()
     ]  # fmt: skip
+
+
+def site_gateways(site: str) -> frozenset[str]:
+    """The names of the gateway agents registered in ``site``: the only agents whose records
+    ingestion accepts (the gateway's record of a request is the complete one)."""
+    names = Agent.objects.filter(site__slug=site, role=AgentRole.GATEWAY).values_list(
+        "name", flat=True
+    )
+    return frozenset(names)
 
 
 # Warn when less than this share of an agent's journal budget is left: records it has not

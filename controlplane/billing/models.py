@@ -207,13 +207,22 @@ class LineKind(models.TextChoices):
 
 
 class InvoiceLine(models.Model):
-    """Usage of one model at one price-book version; amounts rounded as ``pricing`` documents."""
+    """Usage of one model at one price-book version; amounts rounded as ``pricing`` documents.
+
+    A line without a price book is the usage no price book covered: flagged, its amounts zero,
+    its records left unbilled (``invoicing``)."""
 
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="lines")
     kind = models.CharField(max_length=16, choices=LineKind.choices)
     usage_period = models.CharField(max_length=7)
     model = models.CharField(max_length=64)
-    price_book = models.ForeignKey(PriceBook, on_delete=models.PROTECT, related_name="lines")
+    config_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the config version that routed these requests"
+    )
+    price_book = models.ForeignKey(
+        PriceBook, null=True, blank=True, on_delete=models.PROTECT, related_name="lines",
+        help_text="empty: usage no price book covers (unpriced, not billed)",
+    )  # fmt: skip
     requests = models.PositiveIntegerField()
     sla_met_requests = models.PositiveIntegerField()
     miss_tokens = models.PositiveBigIntegerField()
@@ -226,7 +235,8 @@ class InvoiceLine(models.Model):
     saving = money_field()
 
     class Meta:
-        ordering = ["invoice_id", "kind", "usage_period", "model", "price_book_id"]
+        ordering = ["invoice_id", "kind", "usage_period", "model", "config_version",
+                    "price_book_id"]  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.invoice} {self.kind} {self.model} {self.amount}"

@@ -11,8 +11,12 @@ from django.utils.dateparse import parse_date, parse_datetime
 from rest_framework.exceptions import ValidationError
 
 _PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+# What ``parse_period`` takes, as the API schema states it: months of the years 1970-9998.
+PERIOD_PATTERN = (
+    r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-(0[1-9]|1[0-2])$"
+)
 GROUP_TIME = ("hour", "day", "month")
-GROUP_OTHER = ("model", "site", "pipeline", "tenant")
+GROUP_OTHER = ("model", "site", "pipeline", "tenant", "config_version")
 # Hour buckets over more than this many days would be an unbounded response.
 MAX_HOURLY_DAYS = 93
 

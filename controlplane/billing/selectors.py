@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
@@ -18,6 +19,7 @@ _DIMENSION_COLUMN = {
     "site": "site",
     "pipeline": "pipeline",
     "tenant": "tenant__slug",
+    "config_version": "config_version",
 }
 
 
@@ -44,19 +46,66 @@ def invoice_get(*, tenant: Tenant, period: str) -> Invoice | None:
     return Invoice.objects.filter(tenant=tenant, period=period).first()
 
 
+def invoice_list(*, tenant_id: int | None = None) -> QuerySet[Invoice]:
+    """Issued invoices with their tenants (drafts are computed, never stored)."""
+    qs = Invoice.objects.select_related("tenant")
+    return qs if tenant_id is None else qs.filter(tenant_id=tenant_id)
+
+
 def api_key_hashes_for_gateway() -> dict[str, str]:
     """Active key hashes -> tenant slug, for the gateway's configuration push.
 
     The gateway hashes a presented key with the same SHA-256 and looks it up in this map, so
-    it authenticates without a database round trip per request.
+    it authenticates without a database round trip per request. Every gateway holds the same
+    set: the live keys (``_live_keys``); ``HeldKey`` says when one was in it.
     """
     return dict(_live_keys().values_list("key_hash", "tenant__slug"))
 
 
 def _live_keys() -> QuerySet[ApiKey]:
+    """The keys gateways hold now: not revoked, not expired, of an active tenant."""
     return ApiKey.objects.filter(revoked_at__isnull=True, tenant__is_active=True).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
+
+
+@dataclass(frozen=True)
+class HeldKey:
+    """A gateway key as ingestion judges a record served under it: whose it is, and when the
+    gateways held it (``_live_keys`` at that instant: issued, not yet revoked or expired, and
+    its tenant active; a tenant's deactivation is not dated, so an inactive tenant's keys are
+    held at no time).
+
+    The key prefix a record names decides whom it bills: a gateway can bill a tenant only for
+    requests it served under a key of that tenant it held when the request arrived.
+    """
+
+    prefix: str
+    tenant_id: int
+    tenant_slug: str
+    tenant_active: bool
+    issued_at: datetime
+    withdrawn_at: datetime | None  # revoked or expired, whichever came first
+
+    def held_at(self, when: datetime, *, grace: timedelta) -> bool:
+        """Whether gateways held the key at ``when``, a time on a gateway's clock: ``grace``
+        allows for that clock's skew (and for the config push that drops a withdrawn key)."""
+        if not self.tenant_active or when < self.issued_at - grace:
+            return False
+        return self.withdrawn_at is None or when < self.withdrawn_at + grace
+
+
+def held_keys(prefixes: set[str]) -> dict[str, HeldKey]:
+    """The keys of ``prefixes`` that exist, by prefix (one query)."""
+    rows = ApiKey.objects.filter(prefix__in=prefixes).values_list(
+        "prefix", "tenant_id", "tenant__slug", "tenant__is_active", "created_at", "revoked_at",
+        "expires_at",
+    )  # fmt: skip
+    out = {}
+    for prefix, tenant_id, slug, active, created, revoked, expires in rows:
+        ends = [t for t in (revoked, expires) if t is not None]
+        out[prefix] = HeldKey(prefix, tenant_id, slug, active, created, min(ends, default=None))
+    return out
 
 
 def next_api_key_expiry() -> datetime | None:
@@ -106,7 +155,10 @@ def usage_aggregate(
     qs = qs.annotate(**annotations) if annotations else qs
     keys += list(annotations)
     rows = (
-        qs.values(*keys).annotate(**USAGE_SUMS).order_by(*keys)
+        # Nulls first on every database (a null config version: usage before any plan).
+        qs.values(*keys)
+        .annotate(**USAGE_SUMS)
+        .order_by(*[F(k).asc(nulls_first=True) for k in keys])
         if keys
         else [qs.aggregate(**USAGE_SUMS)]
     )

@@ -126,7 +126,8 @@ def price_book_delete(book: PriceBook) -> None:
 
 @transaction.atomic
 def invoice_issue(*, tenant: Tenant, period: Period, issued_by: str = "") -> Invoice:
-    """Close ``period`` for ``tenant``: claim its unbilled records and store priced lines.
+    """Close ``period`` for ``tenant``: claim its unbilled records and store priced lines
+    (and the flagged unpriced ones, whose records stay unbilled).
 
     Only after the month has ended, once per tenant and period (409 otherwise). The tenant row
     is locked so two concurrent issues of the same tenant serialize.
@@ -146,6 +147,8 @@ def invoice_issue(*, tenant: Tenant, period: Period, issued_by: str = "") -> Inv
     records.update(invoice=invoice)
     claimed = UsageRecord.objects.filter(invoice=invoice)
     draft = invoice_compute(tenant=tenant, period=period, records=claimed, late=late)
+    for unpriced in draft.unpriced:  # billed once a price book covers them (an adjustment)
+        unpriced.update(invoice=None)
     for line in draft.lines:
         line.invoice = invoice
     InvoiceLine.objects.bulk_create(draft.lines)

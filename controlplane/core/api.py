@@ -1,11 +1,12 @@
-"""Shared API building blocks: brief related representations and the service-backed viewset."""
+"""Shared API building blocks: brief related representations, the service-backed viewset and
+strict JSON types for request bodies."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 from django.db import models, transaction
-from drf_spectacular.utils import extend_schema_field
+from django.http import QueryDict
 from rest_framework import serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,18 +15,9 @@ from controlplane.core.broadcast import broadcast
 from controlplane.core.services import model_create, model_delete, model_update
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "properties": {
-            "id": {"type": "integer"},
-            "slug": {"type": "string"},
-            "name": {"type": "string"},
-        },
-    }
-)
 class BriefRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
-    """Written as the related object's slug; read as ``{"id", "slug", "name"}``."""
+    """Written as the related object's slug; read as ``{"id", "slug", "name"}`` (its schema per
+    direction: ``core.schema.BriefRelatedFieldExtension``)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("slug_field", "slug")
@@ -73,3 +65,58 @@ class ServiceModelViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
         self.delete_service(instance)
         self._announce("deleted", slug)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# JSON types each kind of field takes (checked in order: BooleanField before the rest). Decimals
+# also take numbers; dates, choices and related slugs are text.
+_JSON_TYPES: tuple[tuple[type[serializers.Field], tuple[type, ...], str], ...] = (  # type: ignore[type-arg]
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.DecimalField, (str, int, float), "a decimal (a string or a number)"),
+    (serializers.ChoiceField, (str,), "a string"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a date-time string"),
+    (serializers.DateField, (str,), "a date string"),
+    (serializers.PrimaryKeyRelatedField, (int,), "an id (an integer)"),
+    (serializers.RelatedField, (str,), "a slug (a string)"),
+    (serializers.ListField, (list,), "a list"),
+    (serializers.DictField, (dict,), "an object"),
+)
+
+
+def _json_type_problem(field: serializers.Field, value: Any) -> str | None:  # type: ignore[type-arg]
+    if isinstance(field, serializers.ChoiceField) and field.choices:
+        # Choices are text or integers (an SLA rule's window_s): the keys say which.
+        keys = {type(key) for key in field.choices}
+        if keys == {int} and not (isinstance(value, int) and not isinstance(value, bool)):
+            return f"Expected an integer, got {type(value).__name__}."
+        if keys == {int}:
+            return None
+    for kind, types, name in _JSON_TYPES:
+        if isinstance(field, kind):
+            wrong = not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+            return f"Expected {name}, got {type(value).__name__}." if wrong else None
+    return None
+
+
+class StrictJsonTypes:
+    """A serializer mixin: a JSON body's values must have their fields' JSON types.
+
+    DRF converts what it can (``"true"`` for a boolean, ``12`` for a text field, ``"5"`` for an
+    integer), so a client's type error passes unseen and the API takes what its schema says it
+    refuses. A form body (a ``QueryDict``, all text) is left to DRF's own parsing."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict) and not isinstance(data, QueryDict):
+            errors = {}
+            for field in self.fields.values():  # type: ignore[attr-defined]
+                value = data.get(field.field_name)
+                if field.read_only or value is None:
+                    continue
+                problem = _json_type_problem(field, value)
+                if problem is not None:
+                    errors[field.field_name] = [problem]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)  # type: ignore[misc]

@@ -31,3 +31,11 @@ class ForbiddenError(DomainError):
 
     status = 403
     code = "permission_denied"
+
+
+class NotFoundError(DomainError):
+    """The thing the caller names does not exist in the current state (a pool the desired
+    state does not have, an override that is not in force)."""
+
+    status = 404
+    code = "not_found"

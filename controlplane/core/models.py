@@ -24,6 +24,10 @@ class RequestColumns(models.Model):
     hit_tokens = models.PositiveIntegerField()
     output_tokens = models.PositiveIntegerField()
     sla_met = models.BooleanField()
+    # The config version whose routing table routed the request (the gateway stamps it; null
+    # when it ran on its file's table alone): usage and invoices group by it, so billing sees
+    # what activating a plan changed per token.
+    config_version = models.PositiveIntegerField(null=True, blank=True)
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

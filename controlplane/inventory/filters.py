@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import django_filters
 
+from controlplane.core.filters import StrictFilterSet
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
 
 
-class SiteFilter(django_filters.FilterSet):
+class SiteFilter(StrictFilterSet):
     class Meta:
         model = Site
         fields = {"slug": ["exact"], "region": ["exact"], "name": ["exact", "icontains"]}
 
 
-class ChipModelFilter(django_filters.FilterSet):
+class ChipModelFilter(StrictFilterSet):
     class Meta:
         model = ChipModel
         fields = {
@@ -25,7 +26,7 @@ class ChipModelFilter(django_filters.FilterSet):
         }
 
 
-class LinkFilter(django_filters.FilterSet):
+class LinkFilter(StrictFilterSet):
     site = django_filters.CharFilter(method="filter_site", label="either end's site slug")
     source = django_filters.CharFilter(field_name="source__slug")
     target = django_filters.CharFilter(field_name="target__slug")
@@ -38,13 +39,13 @@ class LinkFilter(django_filters.FilterSet):
         return queryset.filter(source__slug=value) | queryset.filter(target__slug=value)
 
 
-class ModelProfileFilter(django_filters.FilterSet):
+class ModelProfileFilter(StrictFilterSet):
     class Meta:
         model = ModelProfile
         fields = {"attention": ["exact"], "is_estimate": ["exact"]}
 
 
-class InstancePoolFilter(django_filters.FilterSet):
+class InstancePoolFilter(StrictFilterSet):
     site = django_filters.CharFilter(field_name="site__slug")
     chip = django_filters.CharFilter(field_name="chip__slug")
     model = django_filters.CharFilter(field_name="model__slug")

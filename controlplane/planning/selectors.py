@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ from django.db.models import QuerySet
 
 from controlplane.planning.models import Plan, Sweep, WorkloadProfile
 from controlplane.telemetry.integrations import ActivePlan
+from pdd_core.scenario import engine_config
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "scenarios"
 
@@ -78,3 +81,20 @@ def active_config() -> dict[str, Any] | None:
             for pool in result.get("pools", [])
         ],
     }
+
+
+@lru_cache(maxsize=64)
+def _engine_of(scenario_toml: str) -> tuple[int, int]:
+    config = engine_config(tomllib.loads(scenario_toml))
+    return config.prefill_chunk_tokens, config.max_batch
+
+
+def plan_engine(plan: Plan, pool: dict[str, Any]) -> dict[str, Any]:
+    """The engine settings ``plan`` assumed for one of its pools: its token budget per iteration
+    (the pool's own ``chunk_tokens``, else the scenario's ``prefill_chunk_tokens``) and the most
+    sequences an instance runs at once (the scenario's ``max_batch``)."""
+    text = plan.inputs.get("scenario_toml") if isinstance(plan.inputs, dict) else None
+    if not isinstance(text, str):
+        return {"chunk_tokens": pool.get("chunk_tokens")} if pool.get("chunk_tokens") else {}
+    chunk, max_batch = _engine_of(text)
+    return {"chunk_tokens": int(pool.get("chunk_tokens") or chunk), "max_batch": max_batch}

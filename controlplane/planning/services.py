@@ -202,10 +202,16 @@ def planner_inputs(plan: Plan) -> PlannerInputs:
     if workload is None or workload.source == WorkloadSource.SCENARIO:
         if workload is not None and workload.scenario != plan.scenario:
             scenario_w = load_scenario(SCENARIO_DIR / workload.scenario)
-            return inputs_from_scenario(scenario, scenario_w.workload.requests())
+            return inputs_from_scenario(
+                scenario,
+                scenario_w.workload.requests(),
+                closed_loop=scenario_w.config.closed_loop,
+            )
         return inputs_from_scenario(scenario)
     filename = "trace.csv" if workload.trace_format == "azure" else "trace.jsonl"
-    return inputs_from_scenario(scenario, _parse_trace(workload.trace.encode(), filename))
+    # An uploaded or recorded trace is replayed at its own arrival times (open loop).
+    requests = _parse_trace(workload.trace.encode(), filename)
+    return inputs_from_scenario(scenario, requests, closed_loop=False)
 
 
 def plan_started(plan_id: int) -> bool:

@@ -165,6 +165,13 @@ def plan_compute_enqueue(plan_id: int) -> None:
     _enqueue(plan_compute_task, plan_id, _fail, f"plan-{plan_id}")
 
 
+def job_runner() -> str:
+    """Where queued jobs run, in words for pages (``_enqueue`` decides it the same way)."""
+    if current_app.conf.task_always_eager:
+        return "on a background thread of the web server (no Celery worker is configured)"
+    return "on a Celery worker"
+
+
 def _enqueue(task: Any, job_id: int, fail: Any, name: str) -> None:
     if not current_app.conf.task_always_eager:
         task.delay(job_id)

@@ -30,7 +30,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.telemetry.models import Alert, AlertState, RollupScope, SlaRule, TelemetryRollup
+from controlplane.telemetry.dead_letters import dead_letters_in
+from controlplane.telemetry.models import (
+    Alert,
+    AlertMetric,
+    AlertState,
+    RollupScope,
+    SlaRule,
+    TelemetryRollup,
+)
 from controlplane.telemetry.rollups import delta_of, window_start
 from controlplane.telemetry.staging import rollups_flush
 from controlplane.telemetry.summary import summarize
@@ -57,7 +65,11 @@ def rule_scope(rule: SlaRule) -> tuple[str, str]:
 
 
 def rule_value(rule: SlaRule, start: datetime) -> float | None:
-    """The rule's metric in the window starting at ``start``; None if nothing was served."""
+    """The rule's metric in the window starting at ``start``; None if nothing was served (dead
+    letters have a value in every window: how many records were refused in it)."""
+    if rule.metric == AlertMetric.DEAD_LETTERS:
+        end = start + timedelta(seconds=rule.window_s)
+        return float(dead_letters_in(start, end, tenant=rule.tenant, model=rule.model))
     scope, key = rule_scope(rule)
     row = TelemetryRollup.objects.filter(
         window_s=rule.window_s, scope=scope, key=key, start=start

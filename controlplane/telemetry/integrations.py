@@ -10,7 +10,8 @@ no active plan, no agents. A reader's error is not caught here: it is a bug to s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 
@@ -28,13 +29,23 @@ class ActivePlan:
 
 @dataclass(frozen=True)
 class AgentRow:
-    """One registered agent as the dashboard lists it."""
+    """One registered agent as the dashboard lists it: health, the config it runs, and what
+    tells a crash loop from a steady agent (its latest start, restarts, last heartbeat)."""
 
     name: str
     role: str
     site: str
     status: str
     config_version: int | None
+    address: str = ""
+    registered_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    restarts: int = 0
+    # A gateway's count of records the control plane refused (heartbeat ``records_rejected``).
+    records_rejected: int | None = None
+    # Its rollout state and pool key (``pdd_core.agent.desired``); blank: not reported.
+    state: str = ""
+    pool: str = ""
 
     @property
     def healthy(self) -> bool:
@@ -43,12 +54,15 @@ class AgentRow:
 
 ActivePlanReader = Callable[[], ActivePlan | None]
 AgentsReader = Callable[[], Sequence[AgentRow]]
+# The names of the gateway agents registered in one site.
+GatewaysReader = Callable[[str], frozenset[str]]
 
 
 @dataclass
 class _Readers:
     active_plan: ActivePlanReader | None = None
     agents: AgentsReader | None = None
+    gateways: GatewaysReader | None = None
 
 
 _readers = _Readers()
@@ -59,9 +73,11 @@ def provide_active_plan(reader: ActivePlanReader) -> None:
     _readers.active_plan = reader
 
 
-def provide_agents(reader: AgentsReader) -> None:
-    """Called once by the agents app: how to list the registered agents."""
+def provide_agents(reader: AgentsReader, gateways: GatewaysReader) -> None:
+    """Called once by the agents app: how to list the registered agents, and the gateways of
+    a site."""
     _readers.agents = reader
+    _readers.gateways = gateways
 
 
 def active_plan() -> ActivePlan | None:
@@ -71,19 +87,22 @@ def active_plan() -> ActivePlan | None:
 
 
 def agents() -> list[dict[str, Any]] | None:
-    """Registered agents as ``{"name", "role", "site", "healthy", "status", "config_version"}``,
-    or None when the agents app is not installed."""
+    """Registered agents as dicts of ``AgentRow``'s fields and ``healthy``, or None when the
+    agents app is not installed."""
     reader = _readers.agents
     if reader is None:
         return None
-    return [
-        {"name": a.name, "role": a.role, "site": a.site, "healthy": a.healthy,
-         "status": a.status, "config_version": a.config_version}
-        for a in reader()
-    ]  # fmt: skip
+    return [{**asdict(a), "healthy": a.healthy} for a in reader()]
 
 
 def agents_up() -> int:
     """How many registered agents are healthy."""
     reader = _readers.agents
     return 0 if reader is None else sum(a.healthy for a in reader())
+
+
+def site_gateways(site: str) -> frozenset[str]:
+    """The names of the gateway agents registered in ``site`` (none without the agents app:
+    then no agent token can report usage)."""
+    reader = _readers.gateways
+    return frozenset() if reader is None else reader(site)

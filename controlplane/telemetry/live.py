@@ -31,6 +31,18 @@ def live_group(scope: str, key: str = "") -> str:
     return group_name(LIVE_AREA, scope, key)
 
 
+def split_scope(raw: str, allowed: frozenset[str] | None = None) -> tuple[str, str] | None:
+    """``(scope, key)`` of ``all`` or ``<scope>:<key>`` (a live scope, or one of ``allowed``,
+    with a slug-like key), or None when it is not one."""
+    scope, _, key = raw.partition(":")
+    scopes = allowed if allowed is not None else frozenset(s.value for s in LIVE_SCOPES)
+    if scope not in scopes or (scope == RollupScope.ALL) != (key == ""):
+        return None
+    if len(key) > 64 or not all(ch.isalnum() or ch in "-_." for ch in key):
+        return None
+    return scope, key
+
+
 def live_payloads(rows: Iterable[TelemetryRollup]) -> dict[str, dict[str, Any]]:
     """The message for each live group the rows belong to."""
     rates = cost_rates(cached=True)

@@ -59,6 +59,7 @@ from rest_framework.views import APIView
 from controlplane.accounts.authentication import ApiTokenAuthentication, parse_authorization
 from controlplane.accounts.permissions import ScopePermission
 from controlplane.telemetry import integrations, selectors, sketch
+from controlplane.telemetry.dead_letters import DeadLetterCount, dead_letter_counts
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
 from controlplane.telemetry.rollups import CUMULATIVE
 
@@ -131,6 +132,8 @@ class FleetCollector:
     plan: PlanPrediction | None
     agents_up: int
     objectives: Mapping[str, float]
+    dead_letters: Sequence[DeadLetterCount] = ()
+    rejected_by_agent: Sequence[tuple[str, str, int]] = ()  # site, agent, records_rejected
 
     @classmethod
     def from_database(cls, now: datetime) -> FleetCollector:
@@ -153,6 +156,12 @@ class FleetCollector:
             plan=plan_prediction(),
             agents_up=integrations.agents_up(),
             objectives=selectors.sla_lines(),
+            dead_letters=dead_letter_counts(),
+            rejected_by_agent=[
+                (a["site"], a["name"], a["records_rejected"])
+                for a in integrations.agents() or ()
+                if a["records_rejected"] is not None
+            ],
         )
 
     def collect(self) -> Iterator[Metric]:
@@ -170,6 +179,30 @@ class FleetCollector:
         for name, seconds in sorted(self.objectives.items()):
             objective.add_metric([name], float(seconds))
         yield objective
+        yield from self._dead_letters()
+
+    def _dead_letters(self) -> Iterator[Metric]:
+        """Refused records per agent: kept by the control plane (pending a replay, and all
+        kept), and as each gateway counts them since it started (its heartbeat)."""
+        labels = ["site", "agent"]
+        pending = GaugeMetricFamily(
+            "pdd_dead_letters_pending", "Refused records waiting for a replay.", labels=labels
+        )
+        kept = GaugeMetricFamily(
+            "pdd_dead_letters", "Refused records kept (replayed included).", labels=labels
+        )
+        for count in self.dead_letters:
+            pending.add_metric([count.site, count.agent], count.pending)
+            kept.add_metric([count.site, count.agent], count.total)
+        rejected = CounterMetricFamily(
+            "pdd_agent_records_rejected",
+            "Records the control plane refused, as the agent's shipper counts them since it "
+            "started (heartbeat records_rejected).",
+            labels=labels,
+        )
+        for site, agent, value in self.rejected_by_agent:
+            rejected.add_metric([site, agent], value)
+        yield from (pending, kept, rejected)
 
     def _counters(self) -> Iterator[Metric]:
         labels = ["site", "pipeline"]

@@ -204,13 +204,15 @@ class AlertMetric(models.TextChoices):
     TPOT_P90 = "tpot_p90", "TPOT P90 (s) above"
     TPOT_P99 = "tpot_p99", "TPOT P99 (s) above"
     GOODPUT = "goodput_rps", "Goodput (req/s) below"
+    DEAD_LETTERS = "dead_letters", "Records refused by ingestion (dead letters) above"
 
 
 class SlaRule(models.Model):
     """An SLA target for a model and/or tenant (blank: all), checked on each closed window.
 
     Latency metrics breach when the window's value is above ``threshold``; goodput breaches when
-    it is below (a floor). A window without served requests is not evaluated.
+    it is below (a floor). A window without served requests is not evaluated, except for dead
+    letters: the records refused in the window (0 resolves the alert), served or not.
     """
 
     slug = models.SlugField(max_length=64, unique=True)
@@ -276,3 +278,45 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule_id} {self.state} since {self.first_seen:%Y-%m-%d %H:%M:%S}"
+
+
+class DeadLetter(models.Model):
+    """A reported record that ingestion refused, kept so that an operator can see it, fix its
+    cause (a missing model, a key, a bug) and replay it (``telemetry.dead_letters``).
+
+    The control plane refuses each bad record itself, so it keeps every one of them as it
+    arrived (``record``, JSON text, ASCII-escaped so any text is storable) with its errors, the
+    agent that wrote it and the token that reported it: the agents' own
+    ``<agent>.dead.jsonl`` files are a local copy. ``key`` identifies a record within its site
+    (its ``request_id``, else a hash of the record), so a record refused again updates its row.
+    ``replayed_at`` is set once a replay had it accepted (or found it already stored).
+    """
+
+    site = models.CharField(max_length=64, blank=True)
+    key = models.CharField(
+        max_length=140, help_text="the request id, or sha256:<hex> of the record"
+    )
+    agent = models.CharField(max_length=100, blank=True, help_text="the agent that wrote it")
+    tenant = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=64, blank=True)
+    record = models.TextField(help_text="the record as reported, as JSON")
+    errors = models.TextField(help_text="ingestion's field errors, as JSON")
+    source_token = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    replayed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["site", "key"], name="deadletter_unique_key"),
+        ]
+        indexes = [
+            models.Index(fields=["replayed_at", "site", "agent"], name="deadletter_pending"),
+            models.Index(fields=["last_seen"], name="deadletter_last_seen"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.site}/{self.key}"

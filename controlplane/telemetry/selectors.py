@@ -18,6 +18,7 @@ from django.utils import timezone
 from controlplane.billing.models import PriceBook
 from controlplane.inventory.models import InstancePool, Link, LinkKind
 from controlplane.inventory.selectors import chip_model_list, instance_pool_list
+from controlplane.telemetry import integrations
 from controlplane.telemetry.integrations import active_plan
 from controlplane.telemetry.models import (
     Alert,
@@ -30,6 +31,7 @@ from controlplane.telemetry.models import (
 from controlplane.telemetry.rollups import delta_of
 from controlplane.telemetry.summary import summarize
 from pdd_core import specs
+from pdd_core.agent.desired import pool_key
 from pdd_core.routing import Pipeline
 
 # Roles whose pools serve a pipeline: the cost behind the ``pool`` scope.
@@ -43,14 +45,43 @@ _COST_TTL_S = 5.0
 _cost_cache: dict[str, Any] = {}
 
 
-def _plan_pool_cost(pool: Mapping[str, Any], chips: Mapping[str, specs.ChipSpec]) -> float:
-    """``specs.pool_cost_per_hour`` of one of the active plan's pools (``PoolChoice.to_dict``);
-    a chip the catalog lacks costs nothing."""
+def _plan_pool_cost(
+    pool: Mapping[str, Any], chips: Mapping[str, specs.ChipSpec], instances: int
+) -> float:
+    """``specs.pool_cost_per_hour`` of ``instances`` instances of one of the active plan's pools
+    (``PoolChoice.to_dict``); a chip the catalog lacks costs nothing."""
     chip = chips.get(str(pool["chip"]))
     if chip is None:
         return 0.0
     shape = specs.InstanceShape(**{k: int(pool.get(k, 1)) for k in ("tp", "pp", "dp", "ep")})
-    return specs.pool_cost_per_hour(chip, shape, int(pool["instances"]))
+    return specs.pool_cost_per_hour(chip, shape, instances)
+
+
+# The agent registry's roles (``ProcessRole``) of the plan's pool roles.
+_AGENT_ROLE = {_P: "prefill", _RLD: "relay", _MD: "main"}
+
+
+def running_instances(pools: tuple[dict[str, Any], ...]) -> list[int]:
+    """How many instances of each of the active plan's pools run: its site's healthy agents of
+    its role (those reporting a pool key only in that pool; a stopped or starting agent does
+    not run). With no agent of any pool's role registered (a control plane that no data plane
+    has joined, figures ingested from elsewhere) every pool counts at the plan's size: what
+    it was told to run is all there is to price."""
+    agents = [a for a in integrations.agents() or [] if a["role"] in _AGENT_ROLE.values()]
+    if not agents:
+        return [int(p["instances"]) for p in pools]
+    counts = []
+    for pool in pools:
+        role = _AGENT_ROLE[specs.Role(pool["role"])]
+        shape = specs.InstanceShape(**{k: int(pool.get(k, 1)) for k in ("tp", "pp", "dp", "ep")})
+        key = pool_key(role, str(pool["chip"]), shape)
+        counts.append(sum(
+            1 for a in agents
+            if a["healthy"] and a["site"] == pool["site"] and a["role"] == role
+            and a.get("pool", "") in ("", key)
+            and a.get("state", "") not in ("starting", "stopped")
+        ))  # fmt: skip
+    return counts
 
 
 def _inventory_pool_cost(pool: InstancePool) -> float:
@@ -61,7 +92,8 @@ def _inventory_pool_cost(pool: InstancePool) -> float:
 def cost_rates(*, cached: bool = False) -> dict[str, Any]:
     """Hardware cost per hour of the deployment and per site and pipeline (``$/h``).
 
-    From the active plan's pools when ``controlplane.planning`` has one, else the inventory's
+    From the active plan's pools when ``controlplane.planning`` has one, at the instances that
+    run (``running_instances``: a pool half rolled out costs half), else the inventory's
     pools; each priced by ``pdd_core.specs.pool_cost_per_hour`` (whole nodes x chips per node x
     chip price), the rule the planner prices its designs with.
     ``cached`` keeps the answer for 5 s (ingestion calls it for every batch).
@@ -72,7 +104,11 @@ def cost_rates(*, cached: bool = False) -> dict[str, Any]:
     if plan is not None and plan.pools:
         # What the active plan runs, priced from the chip catalog.
         chips = {c.slug: c.to_spec() for c in chip_model_list()}
-        pools = [(str(p["site"]), str(p["role"]), _plan_pool_cost(p, chips)) for p in plan.pools]
+        running = running_instances(plan.pools)
+        pools = [
+            (str(p["site"]), str(p["role"]), _plan_pool_cost(p, chips, n))
+            for p, n in zip(plan.pools, running, strict=True)
+        ]
     else:
         pools = [(p.site.slug, p.role, _inventory_pool_cost(p)) for p in instance_pool_list()]
     rates: dict[str, Any] = {
@@ -131,16 +167,23 @@ def point_of(row: TelemetryRollup, rates: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def series(*, window_s: int, scope: str, key: str = "", points: int = 120) -> list[dict[str, Any]]:
-    """The last ``points`` windows that have data, oldest first (one indexed query)."""
-    since = timezone.now() - timedelta(seconds=window_s * points)
-    rows = list(
-        TelemetryRollup.objects.filter(
-            window_s=window_s, scope=scope, key=key, start__gte=since
-        ).order_by("-start")[:points]
-    )
+def series(
+    *,
+    window_s: int,
+    scope: str,
+    key: str = "",
+    points: int = 120,
+    end: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The last ``points`` windows that have data, oldest first (one indexed query); with
+    ``end``, those that started before it (a past time range, e.g. an alert's)."""
+    until = end or timezone.now()
+    since = until - timedelta(seconds=window_s * points)
+    rows = TelemetryRollup.objects.filter(window_s=window_s, scope=scope, key=key, start__gte=since)
+    if end is not None:
+        rows = rows.filter(start__lt=end)
     rates = cost_rates()
-    return [point_of(r, rates) for r in reversed(rows)]
+    return [point_of(r, rates) for r in reversed(list(rows.order_by("-start")[:points]))]
 
 
 def latest_closed(points: list[dict[str, Any]], window_s: int) -> dict[str, Any] | None:

@@ -100,6 +100,14 @@ def quantile(hist: Mapping[str, int], q: float) -> float | None:
     return representative(N_BUCKETS - 1)  # pragma: no cover - counts always reach n
 
 
+def count_within(hist: Mapping[str, int], target: float) -> int:
+    """How many values are at most ``target`` as ``quantile`` reports them: the values of the
+    buckets whose reported value is at most ``target``. So ``count_within(h, t) / total(h) >=
+    q / 100`` exactly when ``quantile(h, q) <= t``: an attainment and a percentile read from one
+    histogram never disagree on whether a target is met."""
+    return sum(int(c) for k, c in hist.items() if representative(int(k)) <= target)
+
+
 def cumulative_below(hist: Mapping[str, int], edges: Iterable[int]) -> list[tuple[float, int]]:
     """``(upper edge, count of values in buckets up to it)`` at each bucket index in ``edges``;
     the Prometheus exposition uses a coarse subset of the edges as its ``le`` bounds."""

@@ -10,10 +10,17 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.telemetry.alerts import alerts_evaluate, webhook_request
-from controlplane.telemetry.models import Alert, RequestKey, RequestRecord, TelemetryRollup
+from controlplane.telemetry.models import (
+    Alert,
+    DeadLetter,
+    RequestKey,
+    RequestRecord,
+    TelemetryRollup,
+)
 from controlplane.telemetry.partitions import day_of, partitions_ahead, partitions_drop_before
 from controlplane.telemetry.rollups import CUMULATIVE
 from controlplane.telemetry.staging import rollups_flush
@@ -52,7 +59,13 @@ def telemetry_prune_task() -> dict[str, int]:
         TelemetryRollup.objects.exclude(window_s=CUMULATIVE).filter(start__lt=cutoff).delete()
     )
     created = partitions_ahead(day_of(now))
-    return {"records": records, "keys": keys, "rollups": rollups,
+    # Dead letters: replayed ones go with the records; pending ones once no replay could
+    # ingest them (older than the oldest arrival ingestion accepts).
+    too_old = now - timedelta(days=int(settings.TELEMETRY_MAX_RECORD_AGE_DAYS))
+    letters, _ = DeadLetter.objects.filter(
+        Q(replayed_at__lt=cutoff) | Q(replayed_at__isnull=True, last_seen__lt=too_old)
+    ).delete()
+    return {"records": records, "keys": keys, "rollups": rollups, "dead_letters": letters,
             "partitions_dropped": len(dropped), "partitions_created": len(created)}  # fmt: skip
 
 

@@ -36,6 +36,7 @@ INT64_MAX = 2**63 - 1
 REQUEST_ID = r"^[A-Za-z0-9._:-]{1,128}$"
 KEY_PREFIX = r"^[a-f0-9]{1,16}$"
 IDENTIFIER_MAX = 64
+AGENT_NAME_MAX = 100  # agents.Agent.name
 
 
 def cross_field_errors(attrs: Mapping[str, Any]) -> dict[str, str]:
@@ -75,6 +76,15 @@ class RequestRecordInput(serializers.Serializer):  # type: ignore[type-arg]
     md_tokens = serializers.IntegerField(min_value=0, max_value=INT32_MAX, default=0)
     sla_met = serializers.BooleanField()
     rejected = serializers.BooleanField(default=False)
+    config_version = serializers.IntegerField(
+        min_value=0, max_value=INT32_MAX, required=False, allow_null=True, default=None
+    )
+    agent = serializers.CharField(
+        max_length=AGENT_NAME_MAX, validators=[identifier_validator], required=False,
+        allow_blank=True, default="",
+        help_text="the gateway agent that wrote the record (its registered name); required "
+        "from agent tokens, whose records are accepted only from their site's gateways",
+    )  # fmt: skip
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         errors = cross_field_errors(attrs)
@@ -124,6 +134,14 @@ class RecordFast(msgspec.Struct):
     rld_tokens: _Int32 = 0
     md_tokens: _Int32 = 0
     rejected: bool = False
+    config_version: _Int32 | None = None
+    agent: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=AGENT_NAME_MAX,
+            pattern=r"^\Z|" + _exact(identifier_validator.regex.pattern),
+        ),
+    ] = ""
 
 
 # The timestamps the fast parser takes: RFC 3339 as agents write it. msgspec also reads a

@@ -38,11 +38,12 @@ RECORD_FIELDS = (
     "tenant", "api_key_prefix", "model", "site", "pipeline", "arrival_time", "finish_time",
     "input_tokens", "hit_tokens", "miss_tokens", "output_tokens", "ttft_s", "tpot_s",
     "wan_bytes", "handoff_mode", "rld_tokens", "md_tokens", "sla_met", "rejected",
+    "config_version",
 )  # fmt: skip
 _KEY_NAMES = ("site", "request_id", "finish_time")
 USAGE_FIELDS = (
     "request_id", "tenant", "model", "site", "pipeline", "time", "miss_tokens", "hit_tokens",
-    "output_tokens", "sla_met", "received_at",
+    "output_tokens", "sla_met", "config_version", "received_at",
 )  # fmt: skip
 
 
@@ -133,9 +134,11 @@ def records_write(
     now = timezone.now()
     token_id = source_token.pk if source_token is not None else None
     if not _postgres():
+        stored = ("request_id", *RECORD_FIELDS)  # a record's other keys (its agent) are not
         RequestRecord.objects.bulk_create(
-            [RequestRecord(**r, batch=batch, source_token=source_token) for r in records]
-        )
+            [RequestRecord(**{n: r[n] for n in stored}, batch=batch, source_token=source_token)
+             for r in records]
+        )  # fmt: skip
         return
     names = ("request_id", *RECORD_FIELDS, "batch", "source_token", "received_at")
     qn = connection.ops.quote_name
@@ -191,12 +194,13 @@ def copy_text(records: Sequence[Record], tail: Sequence[Any]) -> str | None:
         f"{_NULL if r['ttft_s'] is None else repr(r['ttft_s'])}\t"
         f"{_NULL if r['tpot_s'] is None else repr(r['tpot_s'])}\t{r['wan_bytes']:d}\t"
         f"{r['handoff_mode']}\t{r['rld_tokens']:d}\t{r['md_tokens']:d}\t"
-        f"{'t' if r['sla_met'] else 'f'}\t{'t' if r['rejected'] else 'f'}\t{end}"
+        f"{'t' if r['sla_met'] else 'f'}\t{'t' if r['rejected'] else 'f'}\t"
+        f"{_NULL if r['config_version'] is None else format(r['config_version'], 'd')}\t{end}"
         for r, arrival, finish in zip(records, arrivals, finishes, strict=True)
     ]
     text = "".join(lines)
     columns = 1 + len(RECORD_FIELDS) + len(tail)
-    nulls = sum(r["ttft_s"] is None for r in records) + sum(r["tpot_s"] is None for r in records)
+    nulls = sum(r[n] is None for r in records for n in ("ttft_s", "tpot_s", "config_version"))
     nulls += end.count("\\N") * len(records)
     # Every separator, line end and backslash is one this function wrote: nothing to escape.
     if (text.count("\t") != len(records) * (columns - 1) or text.count("\n") != len(records)
@@ -232,4 +236,5 @@ def _usage_of(record: Record, tenant_id: int) -> UsageRecord:
         site=record["site"], pipeline=record["pipeline"], time=record["finish_time"],
         miss_tokens=record["miss_tokens"], hit_tokens=record["hit_tokens"],
         output_tokens=record["output_tokens"], sla_met=record["sla_met"],
+        config_version=record["config_version"],
     )  # fmt: skip

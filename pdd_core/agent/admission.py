@@ -37,6 +37,11 @@ class Admission:
         self._slots: dict[int, list[str]] = {}
         self._ewma, self._ewma_at = 0.0, time.monotonic()
 
+    def add(self, agent: str, capacity: int) -> None:
+        """A decode agent joined the plane with ``capacity`` slots."""
+        self.capacity[agent] = capacity
+        self.held.setdefault(agent, 0)
+
     def utilisation(self, now: float | None = None) -> float:
         """Share of the recent past during which some KV transfer was on the WAN (0-1)."""
         now = time.monotonic() if now is None else now

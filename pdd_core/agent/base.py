@@ -18,7 +18,8 @@ from typing import Any
 
 from pdd_core.agent.config import DataPlaneConfig
 from pdd_core.agent.engines import make_engine
-from pdd_core.agent.journal import Journal, RequestRecord
+from pdd_core.agent.journal import Journal
+from pdd_core.agent.membership import with_members
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import (
     Conn,
@@ -28,6 +29,8 @@ from pdd_core.agent.runtime import (
     plane_auth,
     serve_frames,
 )
+from pdd_core.agent.tls import PlaneTls
+from pdd_core.records import RequestRecord
 
 log = logging.getLogger(__name__)
 REAP_EVERY_S = 5.0
@@ -44,6 +47,7 @@ class AgentBase:
         self.engine = make_engine(config, self.role, agent_id)
         self.me = hello(self.role, agent_id, config.model)
         self.auth = plane_auth(config)
+        self.tls = PlaneTls(config, agent_id)
         self.gateways: set[Conn] = set()
         self.peers: dict[str, PeerLink] = {}
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
@@ -55,8 +59,9 @@ class AgentBase:
 
     async def start(self) -> None:
         self.server = await serve_frames(
-            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed, auth=self.auth
-        )
+            self.spec.host, self.spec.port, self.me, self._dispatch, self._closed,
+            auth=self.auth, tls=self.tls.server,
+        )  # fmt: skip
         self.spawn(self._reaper())
 
     async def _reaper(self) -> None:
@@ -83,6 +88,12 @@ class AgentBase:
             if when > horizon:
                 break
             self.released.popitem(last=False)
+
+    async def update_members(self, fresh: DataPlaneConfig) -> None:
+        """The plane's membership changed (``agent.membership``): peers started since resolve
+        (their address, their route across the WAN) from now on."""
+        self.config = with_members(self.config, fresh)
+        self.tls.follow(self.config)
 
     def reap(self, older_than_s: float) -> None:
         """Drop requests idle for longer than ``older_than_s`` (subclasses with requests)."""
@@ -143,8 +154,10 @@ class AgentBase:
                 self.me,
                 functools.partial(self.on_peer_frame, agent_id),
                 self.peer_down,
+                role=self.config.agent(agent_id).role,
                 connect_timeout_s=self.config.limits.connect_timeout_s,
                 auth=self.auth,
+                tls=functools.partial(self.tls.client, agent_id),
             )
             self.peers[key] = link
         return link

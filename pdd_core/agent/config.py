@@ -22,6 +22,7 @@ from typing import Any
 
 from pdd_core.routing import RoutingTable
 from pdd_core.specs import SLA, InstanceShape, ShapeError, check_shape, load_chips, load_models
+from pdd_core.transfer import IW10_BYTES
 
 
 class ProcessRole(StrEnum):
@@ -43,29 +44,72 @@ class ConfigError(ValueError):
     """The configuration file is malformed; the message names the field."""
 
 
+# What a reconciler (``pdd up``'s supervisor) says of an agent in the file: ``starting`` until
+# its process is ready (no gateway connects to it yet), ``serving``, ``draining`` (no new
+# request is routed to it; it finishes what it holds) and ``stopped`` (its process is gone; it
+# stays in the file so that requests naming it still resolve its address, and fail over as
+# for any lost agent).
+AGENT_STATES = ("starting", "serving", "draining", "stopped")
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
-    """One agent process: its id, role, site and listening address (port 0 = pick one)."""
+    """One agent process: its id, role, site and listening address (port 0 = pick one), and
+    what the site's reconciler says of it: its rollout ``state`` and the desired ``pool`` (key)
+    it serves (empty: started from the topology, no plan has claimed it yet)."""
 
     id: str
     role: str
     site: str
     host: str = "127.0.0.1"
     port: int = 0
+    state: str = "serving"
+    pool: str = ""
+
+    @property
+    def routable(self) -> bool:
+        """Whether a gateway may route a new request to it (a draining agent only finishes)."""
+        return self.state == "serving"
 
 
 @dataclass(frozen=True, slots=True)
 class WanSpec:
-    """The emulated line between the sites; ``routes`` maps a remote agent id to its port."""
+    """The emulated line between the sites; ``routes`` maps a remote agent id to its port.
+
+    Its control endpoint's token is no part of the file: it is a secret of the plane
+    (``PDD_WAN_TOKEN_FILE`` or ``PDD_WAN_TOKEN``, which ``pdd up`` generates per plane), and
+    there is no default. ``initial_window_bytes`` is the TCP window a connection across it
+    starts from (``agent.wan_link``) in real bytes (the line scales it by the engine's
+    ``payload_scale``, as the KV it carries), RFC 6928's by default as in the simulator; 0 keeps
+    every connection warm. ``bandwidth_gbps`` is the emulated wire's, in its own bytes."""
 
     bandwidth_gbps: float = 1.0
     rtt_ms: float = 10.0
     jitter_ms: float = 0.0
+    initial_window_bytes: float = IW10_BYTES
     seed: int = 1
     host: str = "127.0.0.1"
     control_port: int = 0
-    control_token: str = "pdd-demo-wan"
     routes: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        window = self.initial_window_bytes
+        if isinstance(window, bool) or not isinstance(window, int | float) or not window >= 0:
+            raise ValueError(f"initial_window_bytes: must be a number >= 0, got {window!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSpec:
+    """TLS on the plane's connections (``agent.tls``): always across sites, and by default
+    inside a site too; ``within_sites: false`` leaves plain the listeners that only agents of
+    their own site reach (in the shipped topologies P and RLD: the KV to the relay crosses
+    the site's own fabric), never one that another site reaches."""
+
+    within_sites: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.within_sites, bool):
+            raise ValueError(f"within_sites: must be true or false, got {self.within_sites!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +185,20 @@ class DataPlaneConfig:
     prefill_s_per_token: float = 0.0  # tiny engine's predicted prefill cost per miss token
     path: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    tls: TlsSpec = field(default_factory=TlsSpec)
     # The plane's shared secret (``agent.auth``): from the environment at start, never in
-    # the file and never printed.
+    # the file and never printed; and the directory of the plane's TLS material
+    # (``PDD_TLS_DIR``: its CA, this agent's certificate and key).
     plane_secret: bytes = field(default=b"", repr=False)
+    tls_dir: str = ""
+
+    @property
+    def wan_window_wire_bytes(self) -> float:
+        """The WAN's TCP initial window in the wire's bytes, the line's and ``predict``'s unit:
+        a timed engine ships KV at ``payload_scale`` of its size, over a line of that scale
+        (the other engines ship their KV whole)."""
+        scale = self.engine.payload_scale if self.engine.kind == "timed" else 1.0
+        return self.wan.initial_window_bytes * scale
 
     def agent(self, agent_id: str) -> AgentSpec:
         for spec in self.agents:
@@ -178,9 +233,10 @@ class DataPlaneConfig:
         """The file form, with the resolved ports (what ``pdd up`` hands its children)."""
         raw = dict(self.raw)
         raw["agents"] = [
-            {"id": a.id, "role": a.role, "site": a.site, "host": a.host, "port": a.port}
+            {"id": a.id, "role": a.role, "site": a.site, "host": a.host, "port": a.port,
+             "state": a.state, "pool": a.pool}
             for a in self.agents
-        ]
+        ]  # fmt: skip
         wan = dict(raw.get("wan", {}))
         wan["routes"] = dict(self.wan.routes)
         wan["control_port"] = self.wan.control_port
@@ -215,13 +271,19 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
             raise ConfigError(f"agents[{position}]: {exc}") from None
         if spec.role not in ROLES:
             raise ConfigError(f"agents[{position}].role: must be one of {', '.join(ROLES)}")
+        if spec.state not in AGENT_STATES:
+            raise ConfigError(f"agents[{position}].state: must be one of {', '.join(AGENT_STATES)}")
         agents.append(spec)
     ids = [a.id for a in agents]
     if len(set(ids)) != len(ids):
         raise ConfigError("agents: ids must be unique")
-    for role in ROLES:
+    # A plan may run without a relay pool (P-MD only) or without MD (P-RLD only): a plane needs
+    # its gateway, a prefill and one decode stage.
+    for role in ("gateway", "prefill"):
         if not any(a.role == role for a in agents):
             raise ConfigError(f"agents: need at least one {role} agent")
+    if not any(a.role in ("relay", "main") for a in agents):
+        raise ConfigError("agents: need at least one relay or main agent")
     tenants: dict[str, str] = {}
     for position, item in enumerate(raw.get("tenants", [])):
         tenant = item.get("id") if isinstance(item, dict) else None
@@ -233,6 +295,11 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
                 raise ConfigError(f"tenants[{position}].key_sha256: a 64-hex-digit digest")
             tenants[key.lower()] = tenant
     wan_raw = dict(raw.get("wan", {}))
+    if "control_token" in wan_raw:
+        raise ConfigError(
+            "wan.control_token: a token in the file is a token anybody can read; remove it "
+            "(pdd up makes one per plane; otherwise set PDD_WAN_TOKEN_FILE or PDD_WAN_TOKEN)"
+        )
     wan_raw["routes"] = {str(k): int(v) for k, v in dict(wan_raw.get("routes", {})).items()}
     journal = raw.get("journal", {})
     engine = _section(raw, "engine", EngineSpec)
@@ -258,6 +325,7 @@ def config_from_dict(raw: Mapping[str, Any], path: str = "") -> DataPlaneConfig:
         limits=_section(raw, "limits", Limits),
         tenants=tenants,
         agents=tuple(agents),
+        tls=_section(raw, "tls", TlsSpec),
         journal_dir=str(journal.get("dir", "var/journal")),
         journal_max_bytes=int(journal.get("max_bytes", JOURNAL_DEFAULT_BYTES)),
         allow_route_override=bool(raw.get("allow_route_override", False)),

@@ -10,6 +10,7 @@ an outage says since when the agent served without the control plane.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -22,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from pdd_core.agent.desired import RolloutState, check_pool_key
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +143,16 @@ class ControlPlaneClient:
         config_version: int | None,
         unreachable_since: float | None,
         stats: Mapping[str, Any],
+        state: RolloutState | None = None,
+        pool: str = "",
     ) -> None:
+        """One heartbeat; ``state`` and ``pool`` (its rollout state and pool key,
+        ``pdd_core.agent.desired``) are sent when known, so an agent outside any pool (a gateway)
+        or an older agent sends neither."""
         body: dict[str, Any] = {"config_version": config_version, "stats": dict(stats)}
+        if state is not None:
+            body["state"] = RolloutState(state).value
+            body["pool"] = check_pool_key(pool) if pool else ""
         if unreachable_since is not None:
             body["unreachable_since"] = datetime.fromtimestamp(unreachable_since, UTC).isoformat()
         await self.request("POST", f"/api/v1/agents/{agent_id}/heartbeat/", body)
@@ -158,6 +169,9 @@ class AgentLink:
     configuration at once (the agent keeps serving on the previous one until it returns); the
     version is acknowledged only after it returns. While the control plane is unreachable the
     agent keeps its last configuration and ``unreachable_since`` records when contact was lost.
+    ``set_rollout(state, pool)`` sets the rollout state and pool key every heartbeat reports
+    (none until it is called) and sends a heartbeat at once, so a drain shows without waiting
+    for the interval.
     """
 
     def __init__(
@@ -182,6 +196,20 @@ class AgentLink:
         self.unreachable_since: float | None = None
         self.outages_reported = 0
         self.registered = asyncio.Event()
+        self.state: RolloutState | None = None
+        self.pool = ""
+        self._beat_now = asyncio.Event()
+
+    def set_rollout(self, state: RolloutState | str, pool: str = "") -> None:
+        """Report ``state`` (and the pool key ``pool``) from the next heartbeat on, sent now."""
+        self.state = RolloutState(state)
+        self.pool = check_pool_key(pool) if pool else ""
+        self._beat_now.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep until the next heartbeat is due, or until ``set_rollout`` asks for one."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._beat_now.wait(), timeout=seconds)
 
     def _lost_contact(self, exc: Exception) -> None:
         if self.unreachable_since is None:
@@ -206,12 +234,15 @@ class AgentLink:
         delays = backoff_delays(self.first_backoff_s, self.max_backoff_s)
         while True:
             since = self.unreachable_since
+            self._beat_now.clear()
             try:
                 await self.client.heartbeat(
                     registration.agent_id,
                     config_version=self.config_version,
                     unreachable_since=since,
                     stats=self.stats(),
+                    state=self.state,
+                    pool=self.pool,
                 )
             except ControlPlaneUnreachable as exc:
                 self._lost_contact(exc)
@@ -221,7 +252,7 @@ class AgentLink:
                 self.unreachable_since = None  # the outage has been reported
                 self.outages_reported += 1
             delays = backoff_delays(self.first_backoff_s, self.max_backoff_s)
-            await asyncio.sleep(registration.heartbeat_interval_s)
+            await self._pause(registration.heartbeat_interval_s)
 
     async def _config_channel(self, registration: Registration) -> None:
         import websockets

@@ -23,20 +23,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from pdd_core.agent.admission import Admission
-from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.config import AgentSpec, DataPlaneConfig
 from pdd_core.agent.engines import Predictor
-from pdd_core.agent.gateway_control import applied
+from pdd_core.agent.gateway_attempt import Attempt
+from pdd_core.agent.gateway_control import applied, keys_path, load_keys, save_keys
 from pdd_core.agent.gateway_probe import PROBE_TIMEOUT_S, LinkProbe
 from pdd_core.agent.gateway_route import Router
 from pdd_core.agent.gateway_run import RequestRunner
 from pdd_core.agent.gateway_types import RecordContext
-from pdd_core.agent.journal import Journal, RequestRecord
+from pdd_core.agent.journal import Journal
+from pdd_core.agent.membership import with_members
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink, hello, plane_auth
+from pdd_core.agent.tls import PlaneTls
 from pdd_core.engine.tokenizer import EOS, TextTokenizer, tokenizer_for
+from pdd_core.records import RequestRecord
 
 log = logging.getLogger(__name__)
 RECONNECT_S = 1.0
+DECODE_BUCKET = 1024  # prompt tokens per memoised decode bound (decodable_tokens)
+SERVED_ROLES = ("prefill", "relay", "main")  # the agents a gateway routes to
 
 
 def context_window(config: DataPlaneConfig) -> int:
@@ -54,6 +60,7 @@ class Gateway(Router, RequestRunner):
 
     def __init__(self, config: DataPlaneConfig, agent_id: str) -> None:
         self.config = config
+        self.config_version: int | None = None
         self.local_tenants = dict(config.tenants)
         self.served = 0
         self.spec = config.agent(agent_id)
@@ -65,40 +72,110 @@ class Gateway(Router, RequestRunner):
 
             self.tokenizer, self.eos = gguf_tokenizer(config.engine.llamacpp)
         self.context_tokens = context_window(config)
+        self._decodable: dict[int, int | None] = {}
         self.block_size = config.engine.block_size
         self.me = hello("gateway", agent_id, config.model)
         auth = plane_auth(config)
+        self.tls = PlaneTls(config, agent_id)
         self.links: dict[str, PeerLink] = {}
         self.views: dict[str, set[int]] = {}
         self.queued_s: dict[str, float] = {}
         self.active: dict[str, asyncio.Queue[tuple[str, Frame | None]]] = {}
         self.avoid: set[str] = set()  # agents a resumed request must not be routed to
         self.journal = Journal(config.journal_dir, agent_id, config.journal_max_bytes)
+        self.keys_path = keys_path(config.journal_dir, agent_id)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tickets = itertools.count(1)
         self._reserved: dict[int, tuple[str, float]] = {}
         self._hashes: dict[int, list[int]] = {}  # ticket -> the prompt's block hashes
-        limits = config.limits
-        self.admission = Admission(
-            {a.id: limits.relay_batch for a in config.of_role("relay")}
-            | {a.id: limits.decode_batch for a in config.of_role("main")}
+        self.admission = Admission({})
+        self._auth = auth
+        self.probe = LinkProbe({}, self._lost)
+        # Attempts in flight by request id: what each still needs of which agent (a draining
+        # agent is stopped once no attempt would be lost with it: ``holding``).
+        self.attempts: dict[str, Attempt] = {}
+        for agent in config.agents:
+            if agent.role in SERVED_ROLES:
+                self._add_link(agent)
+
+    def _add_link(self, agent: AgentSpec) -> None:
+        """Connect (lazily) to ``agent``: its link, cache view, queue, decode slots, and a WAN
+        probe when it is across the line."""
+        self.views[agent.id] = set()
+        self.queued_s[agent.id] = 0.0
+        if agent.role in ("relay", "main"):
+            limits = self.config.limits
+            slots = limits.relay_batch if agent.role == "relay" else limits.decode_batch
+            self.admission.add(agent.id, slots)
+        link = PeerLink(
+            agent.id,
+            self.config.address_of(agent.id, self.spec.site),
+            self.me,
+            functools.partial(self.on_frame, agent.id),
+            self._on_down,
+            role=agent.role,
+            connect_timeout_s=self.config.limits.connect_timeout_s,
+            auth=self._auth,
+            tls=functools.partial(self.tls.client, agent.id),
         )
-        for role in ("prefill", "relay", "main"):
-            for agent in config.of_role(role):
-                self.views[agent.id] = set()
-                self.queued_s[agent.id] = 0.0
-                self.links[agent.id] = PeerLink(
-                    agent.id,
-                    config.address_of(agent.id, self.spec.site),
-                    self.me,
-                    functools.partial(self.on_frame, agent.id),
-                    self._on_down,
-                    connect_timeout_s=config.limits.connect_timeout_s,
-                    auth=auth,
-                )
-        remote = {a.id: self.links[a.id] for a in config.agents if a.id in self.links
-                  and a.site != self.spec.site}  # fmt: skip
-        self.probe = LinkProbe(remote, self._lost)
+        self.links[agent.id] = link
+        if agent.site != self.spec.site:
+            self.probe.watch(agent.id, link)
+
+    async def update_members(self, fresh: DataPlaneConfig) -> None:
+        """The plane's membership changed (``agent.membership``, its reconciler started or
+        drained agents): link to new agents (routable once connected), stop routing to
+        draining ones (their requests in flight go on), forget stopped ones."""
+        self.config = with_members(self.config, fresh)
+        self.tls.follow(self.config)
+        for agent in self.config.agents:
+            if agent.role not in SERVED_ROLES:
+                continue
+            if agent.id not in self.links:
+                self._add_link(agent)
+                log.info("%s (%s) joined the plane", agent.id, agent.role)
+            elif agent.state == "stopped" and agent.id in self.probe.links:
+                self.probe.forget(agent.id)
+        await self._connect_all()
+
+    def holding(self, agent_id: str) -> int:
+        """Attempts in flight that losing ``agent_id`` now would doom (``Attempt.fatal``): a
+        draining agent may stop when this is 0 (what it holds was handed over or finished)."""
+        return sum(attempt.fatal(agent_id) for attempt in self.attempts.values())
+
+    def decodable_tokens(self, prompt: int) -> int | None:
+        """The most output tokens a request of ``prompt`` tokens can get within
+        ``limits.request_timeout_s``, or None when the engine reports no step time (a real
+        engine's is its own).
+
+        A lower bound on the time of ``n`` tokens is ``n`` decode steps of one sequence on the
+        fastest decoder, at the context's mean ``prompt + n / 2`` (a step grows with the
+        context it reads; batches are slower still): the largest ``n`` whose bound fits is
+        found by bisection, for the prompt rounded down to ``DECODE_BUCKET`` tokens (a shorter
+        context only raises the bound, so no request that fits is refused) and memoised.
+        """
+        bucket = prompt // DECODE_BUCKET * DECODE_BUCKET
+        if bucket not in self._decodable:
+            self._decodable[bucket] = self._decodable_from(bucket)
+        return self._decodable[bucket]
+
+    def _decodable_from(self, prompt: int) -> int | None:
+        timeout = self.config.limits.request_timeout_s
+
+        def step(context: float) -> float:
+            steps = (self.predictor.decode_step_s(r, 1, int(context)) for r in ("relay", "main"))
+            return min(steps)
+
+        if step(prompt) <= 0:
+            return None
+        low, high = 1, max(1, int(timeout / step(prompt)))  # high: at the prompt's step
+        while low < high:
+            middle = (low + high + 1) // 2
+            if middle * step(prompt + middle / 2) <= timeout:
+                low = middle
+            else:
+                high = middle - 1
+        return low
 
     async def start(self) -> None:
         for job in (self._keep_connected(), self.probe.run()):
@@ -119,17 +196,21 @@ class Gateway(Router, RequestRunner):
             with contextlib.suppress(ConnectionError):
                 await link.send(control(FrameType.PING))  # registers this gateway there
 
-        await asyncio.gather(*(one(link) for link in self.links.values()))
+        live = {a.id for a in self.config.agents if a.state in ("serving", "draining")}
+        await asyncio.gather(*(one(link) for name, link in self.links.items() if name in live))
 
     async def _keep_connected(self) -> None:
         while True:
             await asyncio.sleep(RECONNECT_S)
             await self._connect_all()
 
-    def up(self, role: str) -> list[str]:
-        """Agents of ``role`` to route to: connected, answering probes, not being avoided."""
+    def up(self, role: str, *, draining: bool = False) -> list[str]:
+        """Agents of ``role`` to route to: serving (and draining ones too, when ``draining``),
+        connected, answering probes, not being avoided."""
         down = self.avoid | self.probe.unreachable
-        return [a.id for a in self.config.of_role(role) if self.links[a.id].up and a.id not in down]
+        states = ("serving", "draining") if draining else ("serving",)
+        return [a.id for a in self.config.of_role(role)
+                if a.state in states and self.links[a.id].up and a.id not in down]  # fmt: skip
 
     async def on_frame(self, agent_id: str, frame: Frame) -> None:
         """A frame from an agent's link: a cache event updates the gateway's view of that
@@ -165,7 +246,9 @@ class Gateway(Router, RequestRunner):
         why = []
         for role in stage[1]:
             for agent in self.config.of_role(role):
-                if not self.links[agent.id].up:
+                if not agent.routable:
+                    why.append(f"{agent.id}: {agent.state}")
+                elif not self.links[agent.id].up:
                     why.append(f"{agent.id}: not connected")
                 elif agent.id in self.probe.unreachable:
                     why.append(f"{agent.id}: silent for over {PROBE_TIMEOUT_S:g} s (WAN probe)")
@@ -175,8 +258,29 @@ class Gateway(Router, RequestRunner):
 
     async def apply_control_config(self, version: int, document: Mapping[str, Any]) -> None:
         """Swap in a control-plane configuration (``AgentLink``'s apply callback), all at once
-        (``gateway_control.applied``: one assignment, so a request sees old or new)."""
+        (``gateway_control.applied``: one assignment, so a request sees old or new), and save
+        its key map for a restart (``gateway_control.save_keys``)."""
         self.config = applied(self.config, self.local_tenants, version, document)
+        self.config_version = version
+        keys = document.get("tenant_keys")
+        if isinstance(keys, Mapping):
+            try:
+                given = {str(k).lower(): str(v) for k, v in keys.items()}
+                save_keys(self.keys_path, version, given)
+            except OSError as exc:
+                log.error("cannot save the key map to %s: %s", self.keys_path, exc)
+
+    def restore_keys(self) -> None:
+        """Start from the control plane's last key map (a gateway joining a control plane does
+        this before it serves): it holds until the control plane answers again."""
+        saved = load_keys(self.keys_path)
+        if saved is not None:
+            version, keys = saved
+            self.config = applied(self.config, self.local_tenants, version, {"tenant_keys": keys})
+            log.warning(
+                "using the control plane's key map of config %s (%d keys) saved in %s until "
+                "the control plane answers", version, len(keys), self.keys_path,
+            )  # fmt: skip
 
     def stats(self) -> dict[str, Any]:
         """What the heartbeat reports: journal backlog and losses, requests served (completed;

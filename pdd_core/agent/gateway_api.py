@@ -34,12 +34,19 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_types import Outcome, Route, UpstreamError, gateway_record
+from pdd_core.agent.gateway_types import (
+    Outcome,
+    Route,
+    UpstreamError,
+    gateway_record,
+    unroutable_record,
+)
 from pdd_core.agent.openai_format import (
     Completion,
     HttpError,
     output_budget,
     prompt_tokens,
+    refuse_unsupported,
     request_text,
 )
 from pdd_core.agent.trace import mark
@@ -165,8 +172,19 @@ class GatewayApi:
         return tenant, key_prefix(key)
 
     async def _health(self, request: web.Request) -> web.Response:
-        agents = {a: link.up for a, link in self.gateway.links.items()}
-        return web.json_response({"status": "ok", "agents": agents})
+        """Liveness and what a reconciler drains by: for every agent not stopped, whether it
+        is connected (``agents``), its rollout state (``states``: a draining one gets no new
+        request) and the attempts in flight that would be lost with it (``in_flight``)."""
+        gateway = self.gateway
+        members = [a for a in gateway.config.agents if a.id in gateway.links]
+        live = [a for a in members if a.state != "stopped"]
+        return web.json_response({
+            "status": "ok",
+            "config_version": gateway.config_version,
+            "agents": {a.id: gateway.links[a.id].up for a in live},
+            "states": {a.id: a.state for a in live},
+            "in_flight": {a.id: gateway.holding(a.id) for a in live},
+        })  # fmt: skip
 
     async def _models(self, request: web.Request) -> web.Response:
         self._tenant(request)
@@ -204,20 +222,13 @@ class GatewayApi:
         return intake()
 
     def _max_tokens(self, body: dict[str, Any], prompt: int) -> int:
-        choices = body.get("n")
-        if choices is not None and (isinstance(choices, bool) or choices != 1):
-            raise HttpError(
-                400,
-                "n: this gateway returns one choice per request; send n=1 or leave it out",
-                "invalid_request_error",
-                "unsupported_value",
-                param="n",
-            )
+        refuse_unsupported(body)
         return output_budget(
             prompt,
             body.get("max_completion_tokens", body.get("max_tokens")),
             self.config.limits.default_max_tokens,
             self.gateway.context_tokens,
+            self.gateway.decodable_tokens(prompt),
         )
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
@@ -239,9 +250,13 @@ class GatewayApi:
         max_tokens = self._max_tokens(body, len(prompt))
         given = body.get("pdd")
         override: dict[str, Any] = given if isinstance(given, dict) else {}
+        context = self.gateway.record_context(tenant, prefix)
         try:
             route = self.gateway.route(prompt, max_tokens, override, hashes)
         except UpstreamError as exc:
+            request[REQUEST_ID] = "rej-" + uuid.uuid4().hex
+            self.gateway.journal_record(unroutable_record(request[REQUEST_ID], context, str(exc)),
+                                        served=False)  # fmt: skip
             raise HttpError(
                 503, f"The data plane cannot serve requests now: {exc}.", "server_error",
                 "service_unavailable", {"retry-after": "1"},
@@ -249,9 +264,8 @@ class GatewayApi:
         if route.rejected:
             request[REQUEST_ID] = "rej-" + uuid.uuid4().hex
             record = gateway_record(
-                None, route, self.gateway.record_context(tenant, prefix), self.config.sla,
-                failed=True, request_id=request[REQUEST_ID],
-            )  # fmt: skip
+                None, route, context, self.config.sla, failed=True, request_id=request[REQUEST_ID]
+            )
             self.gateway.journal_record(record, served=False)
             raise HttpError(
                 429,
@@ -269,10 +283,11 @@ class GatewayApi:
         for milestone, at in (("received", received), ("tokenized", tokenized),
                               ("routed", time.time())):  # fmt: skip
             mark(completion.id, "gateway_" + milestone, at)
-        job = Job(completion, route, tenant, prefix)
+        job = Job(completion, route, Outcome(completion.id, route))
         job.tokens = self.gateway.generate(
-            route, prompt, max_tokens, tenant, override, request_id=completion.id
-        )
+            route, prompt, max_tokens, tenant, override, request_id=completion.id,
+            outcome=job.outcome,
+        )  # fmt: skip
         try:
             if body.get("stream"):
                 options = body.get("stream_options") or {}
@@ -284,9 +299,8 @@ class GatewayApi:
             self.gateway.release(route)
             # Every admitted request leaves a record, a failure too (billed what it delivered).
             record = gateway_record(
-                job.outcome, route, self.gateway.record_context(tenant, prefix), self.config.sla,
-                failed=job.failed, error=job.error or ("client gone" if job.failed else ""),
-                delivered=job.delivered,
+                job.outcome, route, context, self.config.sla, failed=job.failed,
+                error=job.error or ("client gone" if job.failed else ""), delivered=job.delivered,
             )  # fmt: skip
             self.gateway.journal_record(record, served=not job.failed)
 
@@ -335,10 +349,9 @@ class GatewayApi:
 class Job:
     """One admitted completion while it runs: what is journaled and released at its end."""
 
-    def __init__(self, completion: Completion, route: Route, tenant: str, prefix: str) -> None:
-        self.completion, self.route, self.tenant, self.prefix = completion, route, tenant, prefix
+    def __init__(self, completion: Completion, route: Route, outcome: Outcome) -> None:
+        self.completion, self.route, self.outcome = completion, route, outcome
         self.tokens: AsyncGenerator[tuple[list[int], Outcome], None]
-        self.outcome: Outcome | None = None
         self.failed = True
         self.error = ""
         self.delivered = 0  # tokens that reached the client: what a failure is billed for
@@ -346,7 +359,7 @@ class Job:
     def headers(self) -> dict[str, str]:
         """A whole response names the pipeline that served it (a P-MD route relayed at the end
         of its prefill reads P-RLD-MD); a stream's headers go out before that check."""
-        route = self.outcome.route if self.outcome else self.route
+        route = self.outcome.route
         return {"x-pdd-pipeline": route.pipeline.value, "x-pdd-request-id": self.completion.id}
 
 

@@ -42,6 +42,17 @@ class LinkProbe:
         self._answered = dict.fromkeys(links, time.monotonic())
         self._numbers = itertools.count(1)
 
+    def watch(self, agent_id: str, link: PeerLink) -> None:
+        """Probe one more agent across the line (it joined the plane)."""
+        self.links[agent_id] = link
+        self._answered[agent_id] = time.monotonic()
+
+    def forget(self, agent_id: str) -> None:
+        """Stop probing an agent that left the plane."""
+        self.links.pop(agent_id, None)
+        self._answered.pop(agent_id, None)
+        self.unreachable.discard(agent_id)
+
     def is_probe(self, frame: Frame) -> bool:
         return frame.type is FrameType.PONG and frame.request_id.startswith(PROBE_PREFIX)
 

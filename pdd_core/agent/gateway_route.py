@@ -39,6 +39,7 @@ class Router:
     """Routing and reservations (mixed into ``Gateway``, which sets these attributes)."""
 
     config: DataPlaneConfig
+    config_version: int | None  # the control plane's version applied last (None: none yet)
     predictor: Predictor
     admission: Admission
     block_size: int
@@ -49,7 +50,7 @@ class Router:
     _hashes: dict[int, list[int]]  # ticket -> the prompt's block hashes
 
     # ``Gateway``'s: the connected agents of a role, and why no request can be routed.
-    up: Callable[[str], list[str]]
+    up: Callable[..., list[str]]
     unreachable: Callable[[bool], str]
 
     def _hit(self, agent_id: str, hashes: list[int], input_tokens: int) -> int:
@@ -72,18 +73,29 @@ class Router:
         max_tokens: int,
         override: dict[str, Any],
         hashes: list[int] | None = None,
+        *,
+        resuming: bool = False,
     ) -> Route:
         """Decide P, pipeline, MD and RLD for a prompt (or a rejection), as the simulator does:
         ``pdd_core.predict.predict`` on the state this gateway observes (``predict_state``).
 
         Only agents that are up and have a free decode slot are candidates; a pipeline whose
         decode stage has none falls back to the other decode path, and with neither the
-        request is rejected (429) before it costs anything.
+        request is rejected (429) before it costs anything. A request ``resuming`` after a
+        lost agent was admitted already (its client may hold tokens): it is refused only for
+        want of an agent, never for a predicted TTFT (a fault's resumes all land on the
+        surviving P at once, and a prediction over the target would fail them mid-stream), and
+        it may go to a draining agent when a stage has no other (it is in flight, not new).
         """
         if hashes is None:
             hashes = self.prompt_hashes(prompt)
         prefills = self.up("prefill")
         relays_up, mains_up = self.up("relay"), self.up("main")
+        if resuming:  # in flight already: it may finish on a draining agent if no other is up
+            prefills = prefills or self.up("prefill", draining=True)
+            if not (relays_up or mains_up):
+                relays_up = self.up("relay", draining=True)
+                mains_up = self.up("main", draining=True)
         if not prefills or not (relays_up or mains_up):
             raise UpstreamError(self.unreachable(bool(prefills)))
         relays = self.admission.with_room(relays_up)
@@ -110,7 +122,9 @@ class Router:
         else:
             ttft = predicted_ttft_s(guess.p_wait_s, guess.prefill_s, 0.0, 0.0)
         full = served is None
-        rejected = full or predict_rejection(ttft, self.config.sla, self.config.routing)
+        rejected = full or (
+            not resuming and predict_rejection(ttft, self.config.sla, self.config.routing)
+        )
         if rejected and not full:
             reason = f"predicted TTFT {ttft:.1f} s over the {self.config.sla.ttft_p99_s:g} s target"
         prefill = prefills[guess.prefill_index]
@@ -136,6 +150,7 @@ class Router:
             retry_after_s=1 if full else max(1, math.ceil(guess.p_wait_s)),
             ticket=ticket,
             forced=is_forced,
+            config_version=self.config_version,
         )
 
     def predict_state(
@@ -177,6 +192,7 @@ class Router:
             wan.bandwidth_gbps,
             wan.rtt_ms,
             len(self.admission.wan),
+            initial_window_bytes=self.config.wan_window_wire_bytes,
             utilisation=self.admission.utilisation(),
         )
 

@@ -22,48 +22,22 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pdd_core.agent.admission import Admission
 from pdd_core.agent.config import DataPlaneConfig
+from pdd_core.agent.gateway_attempt import AgentLost, Attempt
 from pdd_core.agent.gateway_probe import LinkProbe
-from pdd_core.agent.gateway_types import (
-    Outcome,
-    RequestTimedOut,
-    Route,
-    StreamMerge,
-    UpstreamError,
-    real_bytes,
-)
+from pdd_core.agent.gateway_types import Outcome, RequestTimedOut, Route, StreamMerge, UpstreamError
 from pdd_core.agent.protocol import Frame, FrameType, control
 from pdd_core.agent.runtime import PeerLink
 from pdd_core.agent.trace import mark
+from pdd_core.records import MAX_ATTEMPTS
 from pdd_core.routing import Pipeline
 
 log = logging.getLogger("pdd_core.agent.gateway")
-MAX_RESUMES = 2
+MAX_RESUMES = MAX_ATTEMPTS - 1  # the records' WAN bound counts every attempt's transfer
 NOT_RESUMABLE = ("bad_request",)  # the request itself is wrong: another attempt fails alike
-
-
-class AgentLost(UpstreamError):
-    """An attempt failed because of an agent (dead, silent or erring): resumable."""
-
-    def __init__(self, message: str, agent: str | None = None) -> None:
-        super().__init__(message)
-        self.agent = agent
-
-
-@dataclass(slots=True)
-class Attempt:
-    """One try at (the rest of) a request on one route."""
-
-    request_id: str
-    route: Route
-    passed: bool = False  # P's pass ended (PREFILLED)
-    prefilled: bool = False  # P shipped the KV (KV_DONE)
-    handed_off: bool = False
-    md_tokens: int = 0
 
 
 class RequestRunner:
@@ -72,13 +46,14 @@ class RequestRunner:
     config: DataPlaneConfig
     links: dict[str, PeerLink]
     active: dict[str, asyncio.Queue[tuple[str, Frame | None]]]
+    attempts: dict[str, Attempt]
     admission: Admission
     avoid: set[str]
     eos: int
 
     # ``Gateway``'s routing, which a resumed attempt routes again with (prompt, max_tokens,
     # override); releasing a route frees its decode slots, or only P's once prefill is done.
-    route: Callable[[list[int], int, dict[str, Any]], Route]
+    route: Callable[..., Route]
     release: Callable[[Route], None]
     release_prefill: Callable[[Route], None]
     probe: LinkProbe
@@ -96,16 +71,21 @@ class RequestRunner:
         override: dict[str, Any],
         *,
         request_id: str = "",
+        outcome: Outcome | None = None,
     ) -> AsyncGenerator[tuple[list[int], Outcome], None]:
         """Run a routed request; yields each batch of new tokens in order with the outcome.
 
         ``request_id`` is the response's ``id`` (the API picks it), so a client can find its
-        request in the control plane's records; one is made up when it is not given.
+        request in the control plane's records; one is made up when it is not given. The API
+        passes the ``outcome`` it will journal, so a request that fails before its first token
+        still has its record's figures (the prefill that ran, the bytes that crossed).
         """
         rid = request_id or f"cmpl-{uuid.uuid4().hex}"
-        outcome = Outcome(rid, route)
+        outcome = outcome or Outcome(rid, route)
+        outcome.request_id, outcome.route, outcome.prompt_tokens = rid, route, len(prompt)
         deadline = time.monotonic() + self.config.limits.request_timeout_s
         attempt = Attempt(rid, route)
+        outcome.attempts.append(attempt.record)
         try:
             while True:
                 try:
@@ -116,16 +96,18 @@ class RequestRunner:
                         yield fresh, outcome
                     break
                 except AgentLost as lost:
+                    attempt.record.error = str(lost)
                     self.release(attempt.route)
                     attempt = self._resume(
                         lost, prompt=prompt, max_tokens=max_tokens, outcome=outcome,
                         deadline=deadline,
                     )  # fmt: skip
+                    outcome.attempts.append(attempt.record)
             outcome.finish_reason = (
                 "stop" if outcome.tokens and outcome.tokens[-1] == self.eos else "length"
             )
         except UpstreamError as exc:
-            outcome.error = str(exc)
+            outcome.error = attempt.record.error = str(exc)
             raise
         finally:
             self.release(attempt.route)
@@ -146,19 +128,21 @@ class RequestRunner:
         if lost.agent is not None:
             self.avoid.add(lost.agent)
         try:
-            route = self.route(prompt + outcome.tokens, left, {})
+            route = self.route(prompt + outcome.tokens, left, {}, resuming=True)
         finally:
             if lost.agent is not None:
                 self.avoid.discard(lost.agent)
         if route.rejected:
             self.release(route)
-            raise UpstreamError(f"{lost}; no capacity to resume") from lost
+            raise UpstreamError(f"{lost}; no capacity to resume ({route.reason})") from lost
         outcome.resumes += 1
         log.warning(
             "%s: %s; resuming at token %d on %s (%s)",
             outcome.request_id, lost, len(outcome.tokens), route.pipeline.value, route.reason,
         )  # fmt: skip
-        return Attempt(f"{outcome.request_id}.r{outcome.resumes}", route)
+        if not outcome.tokens:  # an earlier attempt's prefill never reached the client
+            outcome.prefilled = False
+        return Attempt(f"{outcome.request_id}.r{outcome.resumes}", route, len(outcome.tokens))
 
     async def _attempt(
         self,
@@ -174,6 +158,7 @@ class RequestRunner:
         route, rid = attempt.route, attempt.request_id
         queue: asyncio.Queue[tuple[str, Frame | None]] = asyncio.Queue()
         self.active[rid] = queue
+        self.attempts[rid] = attempt
         involved = [a for a in (route.relay, route.main) if a is not None]
         forced = override.get("handoff_mode") if self.config.allow_route_override else None
         meta = {
@@ -220,10 +205,10 @@ class RequestRunner:
                         # wait) rather than route the request again to be queued anew.
                         pinged = await self._ping(route.prefill, rid)
                         continue
-                    silent = self._silent(attempt, merge.delivered)
+                    silent = attempt.silent(merge.delivered)
                     raise AgentLost(f"timed out waiting for {silent}", silent) from None
                 if frame is None:
-                    if self._fatal(source, attempt):
+                    if attempt.fatal(source):
                         raise AgentLost(f"agent {source} went down", source)
                     continue
                 if frame.type is FrameType.ERROR:
@@ -238,6 +223,7 @@ class RequestRunner:
                     continue
                 if frame.type is FrameType.PREFILLED:
                     attempt.passed = True
+                    attempt.count_prefill(outcome, frame.body, len(prompt))
                     self.release_prefill(route)  # P's queue is free of it (KV on its way)
                     if route.pipeline is Pipeline.P_MD:
                         relay = self.config.allow_route_override and bool(
@@ -255,12 +241,8 @@ class RequestRunner:
                 if frame.type is FrameType.KV_DONE:
                     attempt.prefilled = True
                     self.release_prefill(route)
-                    if not outcome.resumes:  # the client's prompt: the first attempt's hit
-                        outcome.hit_tokens = int(frame.body.get("hit_tokens", 0))
-                        outcome.miss_tokens = int(frame.body.get("miss_tokens", 0))
-                    wire = int(frame.body.get("wan_bytes", 0))
-                    kv = int(frame.body.get("wan_kv_bytes", 0))
-                    outcome.pdd.wan_bytes += real_bytes(wire, kv, self.config.engine.payload_scale)
+                    attempt.count_prefill(outcome, frame.body, len(prompt))
+                    attempt.count_wan(outcome, frame.body, self.config.engine.payload_scale)
                     continue
                 if frame.type is not FrameType.TOKENS:
                     continue
@@ -273,8 +255,11 @@ class RequestRunner:
                 delivered = merge.add(index, tokens, source, last=frame.end_of_stream)
                 fresh = [token for token, _ in delivered]
                 outcome.tokens.extend(fresh)
-                from_md = sum(1 for _, origin in delivered if origin == route.main)
+                origins = bytes(origin == route.main for _, origin in delivered)
+                outcome.from_md += origins
+                from_md = origins.count(1)
                 attempt.md_tokens += from_md
+                attempt.record.output_tokens += len(fresh)
                 outcome.pdd.md_tokens += from_md
                 outcome.pdd.rld_tokens += len(delivered) - from_md
                 if fresh:
@@ -287,6 +272,7 @@ class RequestRunner:
             finished = True
         finally:
             self.active.pop(rid, None)
+            self.attempts.pop(rid, None)
             if not finished:
                 await self._cancel(rid, (route.prefill, *involved))
 
@@ -308,7 +294,7 @@ class RequestRunner:
             route = self.recheck(route, input_tokens, time.time() - outcome.arrival, relay=relay)
         rid = attempt.request_id
         if route.relay is not None:
-            attempt.route = route
+            attempt.rerouted(route)
             if not outcome.resumes:
                 outcome.route = route  # the pipeline that served it (usage, journal)
             body = dict(meta, pipeline=route.pipeline.value, rld=route.relay)
@@ -351,27 +337,3 @@ class RequestRunner:
         except ConnectionError as exc:
             raise AgentLost(str(exc), agent) from None
         return True
-
-    @staticmethod
-    def _silent(attempt: Attempt, delivered: int) -> str | None:
-        """The agent a stalled attempt was waiting for (the one to avoid next time)."""
-        route = attempt.route
-        if not attempt.prefilled and delivered == 0:
-            if not attempt.passed:
-                return route.prefill  # P never ended the pass (nor answered a PING)
-            return route.prefill if route.pipeline.value != "P-MD" else route.main
-        if route.relay is None or attempt.handed_off or attempt.md_tokens > 0:
-            return route.main
-        return route.relay
-
-    @staticmethod
-    def _fatal(agent: str, attempt: Attempt) -> bool:
-        """Whether losing ``agent`` dooms this attempt at this point."""
-        route = attempt.route
-        if agent == route.prefill:
-            return not attempt.prefilled
-        if agent == route.relay:
-            return route.main is None or (attempt.md_tokens == 0 and not attempt.handed_off)
-        if agent == route.main:
-            return route.relay is None or attempt.handed_off or attempt.md_tokens > 0
-        return False

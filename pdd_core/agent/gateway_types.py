@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pdd_core import metrics
-from pdd_core.agent.journal import RequestRecord
+from pdd_core.records import AttemptRecord, RequestRecord
 from pdd_core.routing import Pipeline
 from pdd_core.specs import SLA
 
@@ -51,6 +51,9 @@ class Route:
     retry_after_s: int = 0
     ticket: int = 0
     forced: bool = False  # the request forced its pipeline (allow_route_override)
+    # The control plane's config version whose routing table decided this route (None: the
+    # file's own table); the request's record names it, so billing can group by it.
+    config_version: int | None = None
 
 
 @dataclass(slots=True)
@@ -86,7 +89,13 @@ class PddUsage:
 
 @dataclass(slots=True)
 class Outcome:
-    """What the gateway learned of a request by its end (for usage, headers and the journal)."""
+    """What the gateway learned of a request by its end (for usage, headers and the journal).
+
+    ``hit_tokens`` / ``miss_tokens`` are those of the attempt whose prefill the client got
+    (``prefilled``: whether a prefill of the client's prompt ended at all); ``from_md`` holds,
+    per token in ``tokens``, whether main decode produced it (else the relay), so a record
+    splits exactly the tokens a client received; ``attempts`` has one entry per attempt.
+    """
 
     request_id: str
     route: Route
@@ -100,6 +109,10 @@ class Outcome:
     arrival: float = field(default_factory=time.time)
     first_token_at: float | None = None
     last_token_at: float | None = None
+    prompt_tokens: int = 0
+    prefilled: bool = False
+    from_md: bytearray = field(default_factory=bytearray)
+    attempts: list[AttemptRecord] = field(default_factory=list)
 
 
 class StreamMerge:
@@ -174,10 +187,12 @@ def gateway_record(
     request_id: str = "",
     delivered: int | None = None,
 ) -> RequestRecord:
-    """The gateway's complete record of a request: figures, fate (the agent of each stage,
-    the handoff, what failed) and whether it met the SLA. A failure is billed only for what
-    it delivered: ``output_tokens`` counts the tokens that reached the client (``delivered``,
-    when the caller knows it; else every token the data plane produced)."""
+    """The gateway's complete record of a request (``pdd_core.records`` says what each figure
+    counts): figures, fate (the agent of each stage, the handoff, what failed, each attempt of
+    a resumed request) and whether it met the SLA. A failure counts only what it delivered:
+    ``output_tokens`` are the tokens that reached the client (``delivered``, when the caller
+    knows it; else every token the data plane produced), and ``rld_tokens`` / ``md_tokens``
+    split exactly those."""
     now = time.time()
     route = outcome.route if outcome else route  # the pipeline that served it
     record = RequestRecord(
@@ -196,22 +211,12 @@ def gateway_record(
         relay_agent=route.relay or "",
         main_agent=route.main or "",
         error=error or (outcome.error if outcome else "") or ("failed" if failed else ""),
+        config_version=route.config_version,
     )
     if route.rejected:
         record.error = f"rejected: {route.reason}"
     if outcome is not None:
-        record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
-        record.output_tokens = len(outcome.tokens) if delivered is None else delivered
-        pdd = outcome.pdd
-        record.wan_bytes = pdd.wan_bytes
-        record.handoff_mode = pdd.handoff_mode
-        record.rld_tokens, record.md_tokens = pdd.rld_tokens, pdd.md_tokens
-        if outcome.first_token_at is not None:
-            record.ttft_s = outcome.first_token_at - outcome.arrival
-            if len(outcome.tokens) > 1 and outcome.last_token_at is not None:
-                record.tpot_s = (outcome.last_token_at - outcome.first_token_at) / (
-                    len(outcome.tokens) - 1
-                )
+        _fill(record, outcome, route, delivered)
     # The product's one rule (pdd_core.metrics): served, TTFT and mean TPOT within the P90
     # targets; a one-token answer has no TPOT to miss.
     record.sla_met = metrics.request_meets_sla(
@@ -222,3 +227,39 @@ def gateway_record(
         served=not failed and not route.rejected and record.ttft_s is not None,
     )
     return record
+
+
+def _fill(record: RequestRecord, outcome: Outcome, route: Route, delivered: int | None) -> None:
+    """The figures of ``outcome`` a client received ``delivered`` tokens of."""
+    produced = len(outcome.tokens)
+    count = produced if delivered is None else max(0, min(delivered, produced))
+    if outcome.prefilled:
+        record.hit_tokens, record.miss_tokens = outcome.hit_tokens, outcome.miss_tokens
+    elif count:  # tokens came before P's counts did (they ride another connection): the route's
+        record.hit_tokens = min(route.hit_tokens_p, outcome.prompt_tokens)
+        record.miss_tokens = outcome.prompt_tokens - record.hit_tokens
+    record.output_tokens = count
+    record.md_tokens = outcome.from_md[:count].count(1)
+    record.rld_tokens = count - record.md_tokens
+    pdd = outcome.pdd
+    record.wan_bytes = pdd.wan_bytes
+    record.handoff_mode = pdd.handoff_mode
+    if len(outcome.attempts) > 1:
+        record.attempts = list(outcome.attempts)
+    if count and outcome.first_token_at is not None:
+        record.ttft_s = outcome.first_token_at - outcome.arrival
+        if produced > 1 and outcome.last_token_at is not None:
+            record.tpot_s = (outcome.last_token_at - outcome.first_token_at) / (produced - 1)
+
+
+def unroutable_record(request_id: str, context: RecordContext, error: str) -> RequestRecord:
+    """The record of a request refused before routing (503: no prefill or no decode agent
+    reachable): turned away like a 429, so it is ``rejected`` with its error; it names no
+    agent, and is filed under P-MD (a record needs a pipeline; none was chosen)."""
+    now = time.time()
+    return RequestRecord(
+        request_id=request_id, tenant=context.tenant, model=context.model, site=context.site,
+        pipeline=Pipeline.P_MD.value, arrival=now, finish=now, api_key_prefix=context.key_prefix,
+        role="gateway", agent=context.agent, rejected=True, sla_met=False,
+        error=f"unavailable: {error}",
+    )  # fmt: skip

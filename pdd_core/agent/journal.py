@@ -1,10 +1,10 @@
 """The bounded per-request journal every agent keeps on local disk.
 
-Each served (or rejected) request leaves one JSON line whose fields are those of the control
-plane's ``POST /api/v1/telemetry/records/`` record, so the next issue can ship the lines as
-they are. The journal must never fill a disk while the control plane is unreachable: it is two
-segment files of at most half the budget each; when the current one is full the older one is
-deleted and its records not yet shipped are counted as dropped (the oldest go first, and the
+Each request leaves one JSON line: a ``pdd_core.records.RequestRecord`` (the control plane's
+``POST /api/v1/telemetry/records/`` record), so the shipper sends the lines as they are. The
+journal must never fill a disk while the control plane is unreachable: it is two segment files
+of at most half the budget each; when the current one is full the older one is deleted and its
+records not yet shipped are counted as dropped (the oldest go first, and the
 loss is visible in the agent's heartbeat).
 
 Only the gateway's journal is shipped to the control plane (``Journal`` is the shipper's
@@ -18,108 +18,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pdd_core.agent.control import RecordSource
-
-RECORD_FIELDS = (
-    "request_id",
-    "tenant",
-    "api_key_prefix",
-    "model",
-    "site",
-    "pipeline",
-    "arrival_time",
-    "finish_time",
-    "input_tokens",
-    "hit_tokens",
-    "miss_tokens",
-    "output_tokens",
-    "ttft_s",
-    "tpot_s",
-    "wan_bytes",
-    "handoff_mode",
-    "rld_tokens",
-    "md_tokens",
-    "sla_met",
-    "rejected",
-)
-
-
-def iso(timestamp: float) -> str:
-    """A UNIX time as the ISO 8601 UTC string the control plane parses."""
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """One request as an agent saw it; ``to_json`` gives the control plane's record shape.
-
-    ``role`` and ``agent`` are extra keys (the ingestion API ignores unknown keys): the
-    gateway's record is the complete one, the other agents' records carry their own part.
-    ``prefill_agent``, ``relay_agent``, ``main_agent`` and ``error`` (extra keys too) are the
-    request's fate: which agent ran each stage and, for a failed request, what failed.
-    """
-
-    request_id: str
-    tenant: str
-    model: str
-    site: str
-    pipeline: str
-    arrival: float
-    finish: float
-    hit_tokens: int = 0
-    miss_tokens: int = 0
-    output_tokens: int = 0
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    wan_bytes: int = 0
-    handoff_mode: str = ""
-    rld_tokens: int = 0
-    md_tokens: int = 0
-    sla_met: bool = True
-    rejected: bool = False
-    api_key_prefix: str = ""
-    role: str = ""
-    agent: str = ""
-    prefill_agent: str = ""
-    relay_agent: str = ""
-    main_agent: str = ""
-    error: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "tenant": self.tenant,
-            "api_key_prefix": self.api_key_prefix,
-            "model": self.model,
-            "site": self.site,
-            "pipeline": self.pipeline,
-            "arrival_time": iso(self.arrival),
-            "finish_time": iso(max(self.finish, self.arrival)),
-            "input_tokens": self.hit_tokens + self.miss_tokens,
-            "hit_tokens": self.hit_tokens,
-            "miss_tokens": self.miss_tokens,
-            "output_tokens": self.output_tokens,
-            "ttft_s": self.ttft_s,
-            "tpot_s": self.tpot_s,
-            "wan_bytes": self.wan_bytes,
-            "handoff_mode": "" if self.handoff_mode == "none" else self.handoff_mode,
-            "rld_tokens": self.rld_tokens,
-            "md_tokens": self.md_tokens,
-            "sla_met": self.sla_met,
-            "rejected": self.rejected,
-            "role": self.role,
-            "agent": self.agent,
-            # The request's fate (extra keys): who served each stage, and why it failed.
-            "prefill_agent": self.prefill_agent,
-            "relay_agent": self.relay_agent,
-            "main_agent": self.main_agent,
-            "error": self.error,
-        }
 
 
 class Journal:

@@ -83,12 +83,21 @@ def prompt_tokens(given: str | list[int], tokenizer: TextTokenizer) -> list[int]
     return given
 
 
-def output_budget(prompt: int, requested: Any, default: int, context: int) -> int:
-    """The ``max_tokens`` a request runs with: as asked, capped by what the model's context
-    window leaves after the prompt. A prompt that fills the window is a 400 naming the limit."""
-    if requested is None:
-        requested = default
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+def output_budget(
+    prompt: int, requested: Any, default: int, context: int, decodable: int | None = None
+) -> int:
+    """The ``max_tokens`` a request runs with, refused (400) before any work when it cannot fit.
+
+    A request that asks for more than the model's context window leaves after the prompt, or
+    for more than ``decodable`` (the tokens the fastest decoder can emit within the gateway's
+    ``request_timeout_s``; None: no such bound), could only time out or be cut short after
+    holding a decode slot: it is a 400 naming the limit, as OpenAI answers
+    ``context_length_exceeded``. Left out, ``max_tokens`` is the default, capped by both. A
+    prompt that fills the window is a 400 too.
+    """
+    if requested is not None and (
+        isinstance(requested, bool) or not isinstance(requested, int) or requested < 1
+    ):
         raise HttpError(400, "max_tokens: must be a positive integer", "invalid_request_error")
     if prompt >= context:
         raise HttpError(
@@ -98,7 +107,83 @@ def output_budget(prompt: int, requested: Any, default: int, context: int) -> in
             "invalid_request_error",
             "context_length_exceeded",
         )
-    return min(int(requested), context - prompt)
+    room = context - prompt
+    if requested is None:
+        return max(1, min(default, room, room if decodable is None else decodable))
+    if requested > room:
+        raise HttpError(
+            400,
+            f"max_tokens: {requested}; this model's context window is {context} tokens, and "
+            f"the prompt's {prompt} leave {room}",
+            "invalid_request_error",
+            "context_length_exceeded",
+            param="max_tokens",
+        )
+    if decodable is not None and requested > decodable:
+        raise HttpError(
+            400,
+            f"max_tokens: {requested}; this gateway ends a request after its limit "
+            f"(limits.request_timeout_s), within which this model decodes at most "
+            f"{decodable} tokens",
+            "invalid_request_error",
+            "max_tokens_exceeds_timeout",
+            param="max_tokens",
+        )
+    return int(requested)
+
+
+# OpenAI request parameters this gateway does not implement, and the values that ask nothing
+# of it: a request that sets one to anything else is refused (400) naming it, instead of
+# being answered as if the parameter had been honoured. Sampling knobs (temperature, top_p,
+# penalties, seed) are accepted and have no effect: every engine decodes greedily
+# (docs/gateway_http.md).
+UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "tools": (None, []),
+    "tool_choice": (None, "none"),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+    "parallel_tool_calls": (None,),
+    "logprobs": (None, False, 0),
+    "top_logprobs": (None, 0),
+    "logit_bias": (None, {}),
+    "response_format": (None, {"type": "text"}),
+    "stop": (None, [], ""),
+    "best_of": (None, 1),
+    "echo": (None, False),
+    "suffix": (None, ""),
+    "audio": (None,),
+    "modalities": (None, ["text"]),
+    "prediction": (None,),
+    "web_search_options": (None,),
+}
+
+
+def refuse_unsupported(body: dict[str, Any]) -> None:
+    """400 naming the parameters of ``body`` this gateway would not honour (``UNSUPPORTED``);
+    ``n`` other than 1 too (one choice per request)."""
+    asked = sorted(
+        name
+        for name, harmless in UNSUPPORTED.items()
+        if name in body and not any(_same(body[name], value) for value in harmless)
+    )
+    choices = body.get("n")
+    if choices is not None and (isinstance(choices, bool) or choices != 1):
+        asked.insert(0, "n")
+    if asked:
+        note = "; this gateway returns one choice per request" if "n" in asked else ""
+        raise HttpError(
+            400,
+            f"{', '.join(asked)}: not supported by this gateway{note}; leave "
+            f"{'it' if len(asked) == 1 else 'them'} out",
+            "invalid_request_error",
+            "unsupported_value" if asked == ["n"] else "unsupported_parameter",
+            param=asked[0],
+        )
+
+
+def _same(given: Any, harmless: Any) -> bool:
+    """JSON equality without Python's ``True == 1`` (``logprobs: true`` is not 1)."""
+    return type(given) is type(harmless) and given == harmless
 
 
 class Completion:

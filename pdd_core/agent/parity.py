@@ -90,6 +90,7 @@ def plane_topology(scenario: Scenario, *, payload_scale: float = 0.001) -> dict[
             "bandwidth_gbps": wan.bandwidth_gbps * payload_scale,
             "rtt_ms": wan.rtt_ms,
             "jitter_ms": wan.jitter_ms,
+            "initial_window_bytes": scenario.config.wan_initial_window_bytes,
             "seed": 1,
         },
         "limits": {

@@ -192,7 +192,11 @@ class PrefillAgent(AgentBase):
                 added, removed = self.cache.store(blocks)
                 await self.cache_event(added, removed, False)
                 self._await_check(job)
-                await self.to_gateway(job.conn, control(FrameType.PREFILLED, job.request_id))
+                # The pass's hit and miss: the gateway's record counts the prefill the client
+                # got, known from here on (before any token, which may come on another line).
+                counts = {"hit_tokens": hit_tokens, "miss_tokens": len(job.prompt) - hit_tokens}
+                prefilled = control(FrameType.PREFILLED, job.request_id, counts)
+                await self.to_gateway(job.conn, prefilled)
                 self.spawn(self._ship(job, blocks, hit_tokens, first))
 
     def _await_check(self, job: PrefillJob) -> None:

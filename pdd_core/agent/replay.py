@@ -92,7 +92,7 @@ class Result:
     status: int = 0
     retry_after: str = ""
     mid_stream: bool = False  # failed after the response started (tokens may have arrived)
-    request_id: str = ""  # the completion's id (the journals' request id)
+    request_id: str = ""  # the completion's id (the journals' request id; a refusal's too)
     sent_at: float = 0.0  # unix time the request was sent
 
 
@@ -188,6 +188,7 @@ async def stream_completion(
                 return Result(
                     False, error=f"HTTP {status}: {text[:120]}", status=status,
                     retry_after=headers.get("retry-after", ""),
+                    request_id=headers.get("x-pdd-request-id", ""), sent_at=sent_at,
                 )  # fmt: skip
             error, done, finish = "", False, None
             while line := await reader.readline():
@@ -221,7 +222,8 @@ async def stream_completion(
             if not error and finish == "length" and count < body.get("max_tokens", count):
                 error = f"stream stopped at {count} of {body.get('max_tokens')} tokens"
             if error:
-                return Result(False, error=error, status=status, mid_stream=True)
+                return Result(False, error=error, status=status, mid_stream=True,
+                              request_id=request_id, sent_at=sent_at)  # fmt: skip
             ttft = None if first is None else first - started
             tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
             details = usage.get("prompt_tokens_details") or {}
@@ -247,9 +249,11 @@ async def stream_completion(
     try:
         return await asyncio.wait_for(run(), timeout_s)
     except TimeoutError:
-        return Result(False, error="client timeout", mid_stream=responded)
+        return Result(False, error="client timeout", mid_stream=responded,
+                      request_id=request_id, sent_at=sent_at)  # fmt: skip
     except (OSError, ValueError, IndexError) as exc:
-        return Result(False, error=f"{type(exc).__name__}: {exc}", mid_stream=responded)
+        return Result(False, error=f"{type(exc).__name__}: {exc}", mid_stream=responded,
+                      request_id=request_id, sent_at=sent_at)  # fmt: skip
 
 
 async def replay(

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +29,7 @@ from pdd_core.agent.protocol import (
     read_frame,
     write_frame,
 )
+from pdd_core.agent.tls import check_peer, serve_tls
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,7 @@ def bound_address(server: asyncio.Server) -> tuple[str, int]:
 
 FrameHandler = Callable[["Conn", Frame], Awaitable[None]]
 HELLO_TIMEOUT_S = 5.0
+READ_LIMIT = 1 << 22
 
 
 class Conn:
@@ -135,10 +138,14 @@ async def serve_frames(
     on_close: Callable[[Conn], None] | None = None,
     *,
     auth: PlaneAuth | None,
+    tls: ssl.SSLContext | None,
 ) -> asyncio.Server:
     """Accept agent connections: HELLO in, HELLO_ACK out, then every frame to ``handler``.
 
-    The HELLO must prove the plane's secret (``agent.auth``); one that does not is answered
+    With ``tls`` every connection is TLS first, with a certificate of the plane's CA
+    (``agent.tls.serve_tls``: anything else, plain text included, is refused and logged), and
+    the certificate must name the agent and role the HELLO claims. The HELLO must prove the
+    plane's secret and be meant for this agent (``agent.auth``); one that does not is answered
     ``ERROR{code: unauthenticated}``, logged with the peer's address and closed.
 
     A ``ProtocolError`` closes that one connection (logged); a handler error for one frame is
@@ -157,7 +164,10 @@ async def serve_frames(
             if first is None or first.type is not FrameType.HELLO:
                 raise ProtocolError("first frame must be HELLO")
             try:
-                auth.check_hello(first.body)
+                auth.check_hello(first.body, me=me.body)
+                if tls is not None:
+                    check_peer(writer.get_extra_info("peercert"), str(first.body.get("agent_id")),
+                               str(first.body.get("role")))  # fmt: skip
             except AuthError as exc:
                 peer = writer.get_extra_info("peername")
                 log.warning(
@@ -207,7 +217,9 @@ async def serve_frames(
             else:
                 writer.transport.abort()
 
-    return await asyncio.start_server(accept, host, port, limit=1 << 22)
+    if tls is not None:
+        return await serve_tls(accept, host, port, tls, limit=READ_LIMIT, timeout_s=HELLO_TIMEOUT_S)
+    return await asyncio.start_server(accept, host, port, limit=READ_LIMIT)
 
 
 class PeerLink:
@@ -225,10 +237,17 @@ class PeerLink:
         on_frame: Callable[[Frame], Awaitable[None]],
         on_down: Callable[[PeerLink], None],
         *,
+        role: str,
         connect_timeout_s: float,
         auth: PlaneAuth | None,
+        tls: Callable[[], ssl.SSLContext | None],
     ) -> None:
+        """A link to the agent ``name`` of ``role`` (the HELLO is bound to both). ``tls`` gives
+        the context to connect with when the link connects (None: plain); over TLS the
+        server's certificate must name ``name`` and ``role`` too."""
         self.name = name
+        self.role = role
+        self._tls = tls
         self._auth = auth
         self.address = address
         self._me = me
@@ -251,11 +270,19 @@ class PeerLink:
             if self._auth is None:
                 raise ConnectionError(f"{self.name}: no plane secret to authenticate with")
             try:
+                context = self._tls()
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(*self.address, limit=1 << 22), self._timeout
-                )
+                    asyncio.open_connection(
+                        *self.address, limit=READ_LIMIT, ssl=context,
+                        server_hostname=self.name if context else None,
+                        ssl_handshake_timeout=self._timeout if context else None,
+                    ),
+                    self._timeout,
+                )  # fmt: skip
                 conn = Conn(reader, writer, {"agent_id": self.name})
-                greeting = self._auth.hello(self._me.body)
+                if context is not None:
+                    check_peer(writer.get_extra_info("peercert"), self.name, self.role)
+                greeting = self._auth.hello(self._me.body, to_role=self.role, to_agent=self.name)
                 await asyncio.wait_for(
                     conn.send(control(FrameType.HELLO, "", greeting)), self._timeout
                 )

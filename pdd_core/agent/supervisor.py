@@ -11,18 +11,30 @@ Given a control-plane URL and agent tokens (one for every site, or one per site 
 tokens are site-bound), every child registers with the control plane (``pdd agent
 --control-plane``; the token travels in the child's environment, not its command line).
 Every plane gets a fresh shared secret (``agent.auth``) in ``RUN_DIR/plane.secret`` (0600),
-named to the children by ``PDD_PLANE_SECRET_FILE``: agents refuse a HELLO without its proof.
+named to the children by ``PDD_PLANE_SECRET_FILE``: agents refuse a HELLO without its proof;
+and a fresh token for the WAN line's control endpoint in ``RUN_DIR/wan.token`` (0600, named
+to the line by ``PDD_WAN_TOKEN_FILE``): nothing prints it and no default exists. Every plane
+gets its own CA too (``agent.tls``), made with ``cryptography`` in ``RUN_DIR/tls`` with a
+certificate for each agent, the WAN line and an ``operator`` client of the line's control
+endpoint (keys 0600), named to the children by ``PDD_TLS_DIR``: every connection between the
+agents is TLS with both ends' certificates checked.
+
+``reconcile`` starts one reconciler per site (``agent.reconcile``): it brings the site's agents
+to its desired state (the control plane's, or a file's) through ``supervisor_members``, which
+rewrites ``RUN_DIR/dataplane.json``, the file every child follows (``agent.membership``).
+``RUN_DIR/children.json`` lists the children's pids, so a supervisor started again on the same
+run directory stops any an earlier one left behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import json
 import os
 import queue
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,30 +43,21 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from pdd_core.agent.auth import SECRET_ENV, new_secret_file
+from pdd_core.agent.auth import SECRET_ENV, WAN_TOKEN, new_secret_file, read_secret_file
 from pdd_core.agent.config import DataPlaneConfig, load_config
+from pdd_core.agent.reconcile import SiteReconciler
+from pdd_core.agent.supervisor_members import SiteMembers, free_ports, stop_orphans
+from pdd_core.agent.tls import OPERATOR, TLS_DIR_ENV, TlsContexts, issue_plane
+from pdd_core.agent.wan_control import control_request
 from pdd_core.keys import hash_key
 
+WAN_TOKEN_FILE = "wan.token"  # in the run directory, beside plane.secret
 START_ORDER = ("main", "relay", "prefill", "wan", "gateway")
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 8.0
 STABLE_S = 30.0
-
-
-def free_ports(host: str, count: int) -> list[int]:
-    """``count`` distinct free ports: all sockets stay bound until every port is chosen, since
-    the kernel may hand a just-released port out again (two agents got one port in CI)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sockets.append(sock)
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def resolve(config: DataPlaneConfig, run_dir: Path) -> tuple[DataPlaneConfig, str]:
@@ -83,7 +86,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-class DataPlane:
+class DataPlane(SiteMembers):
     """The children of one ``pdd up``: start, wait for each to be ready, stop them all."""
 
     def __init__(
@@ -101,11 +104,22 @@ class DataPlane:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config, self.api_key = resolve(load_config(topology), self.run_dir)
         self.config_path = self.run_dir / "dataplane.json"
+        self.pids_path = self.run_dir / "children.json"
+        stop_orphans(self.pids_path, self.config_path)
         self.config_path.write_text(json.dumps(self.config.to_dict(), indent=2))
         # The agents' shared secret: a fresh one per plane, in a file only its owner reads;
         # children find it through the environment (never argv, which ps shows).
         self.secret_path = new_secret_file(self.run_dir / "plane.secret")
+        self.wan_token_path = new_secret_file(self.run_dir / WAN_TOKEN_FILE)
+        self.tls_dir = self.run_dir / "tls"
+        agents = [(a.id, a.role, a.host) for a in self.config.agents]
+        issue_plane(self.tls_dir, agents, self.config.wan.host)
         self.children: dict[str, subprocess.Popen[str]] = {}
+        self.retired: set[str] = set()  # stopped on purpose (drained): never restarted
+        self.reconcilers: list[SiteReconciler] = []
+        # One lock over the membership (the file every child follows) and the children, which
+        # the restart loop and the sites' reconcilers change from their own threads.
+        self.lock = threading.RLock()
         self.roles: dict[str, str] = {}
         self.addresses: dict[str, str] = {}
         self.restarts: dict[str, int] = {}
@@ -131,6 +145,20 @@ class DataPlane:
     @property
     def wan_control(self) -> tuple[str, int]:
         return self.config.wan.host, self.config.wan.control_port
+
+    @property
+    def wan_token(self) -> str:
+        """The WAN line's control token (tests, demos; an operator reads the file)."""
+        return read_secret_file(self.wan_token_path, WAN_TOKEN).decode()
+
+    def wan_request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Call the WAN line's control endpoint as its operator (the token and the
+        ``operator`` certificate of this plane)."""
+        tls = TlsContexts.load(self.tls_dir, OPERATOR).client
+        call = control_request(self.wan_control, self.wan_token, method, path, body, tls=tls)
+        return asyncio.run(call)
 
     def start(self, timeout_s: float = 60.0) -> None:
         """Start every child in dependency order; raises ``RuntimeError`` if one fails to start."""
@@ -163,6 +191,10 @@ class DataPlane:
         ]
         env = dict(os.environ)
         env[SECRET_ENV] = str(self.secret_path)
+        env[TLS_DIR_ENV] = str(self.tls_dir)
+        env.pop(WAN_TOKEN, None)
+        if role == "wan":
+            env[f"{WAN_TOKEN}_FILE"] = str(self.wan_token_path)
         if self.control_plane:
             site = self.site_of(role, agent_id)
             command += ["--control-plane", self.control_plane, "--log-level", "INFO"]
@@ -178,11 +210,13 @@ class DataPlane:
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
         self.children[agent_id] = child
+        self.pids_path.write_text(json.dumps(self.pids()))
 
         def watch() -> None:
             assert child.stdout is not None
             for line in child.stdout:
                 if line.startswith("ready "):
+                    self.addresses[agent_id] = line.split()[-1]
                     self._ready.put((agent_id, line.split()[-1]))
 
         threading.Thread(target=watch, daemon=True).start()
@@ -238,7 +272,11 @@ class DataPlane:
         while not self._stopping.wait(0.1):
             for agent_id, child in list(self.children.items()):
                 code = child.poll()
-                if code is None or self._stopping.is_set():
+                if code is None or self._stopping.is_set() or agent_id in self.retired:
+                    continue
+                if agent_id != "wan" and self.config.agent(agent_id).state == "draining":
+                    self.retire(agent_id)  # died while draining: its drain is over
+                    say(f"pdd up: {agent_id} exited with {code} while draining; not restarted")
                     continue
                 lived = time.monotonic() - started.get(agent_id, 0.0)
                 delay = FIRST_BACKOFF_S if lived > STABLE_S else backoff.get(agent_id, 0.0)
@@ -251,13 +289,18 @@ class DataPlane:
                 )
                 if self._stopping.wait(delay):
                     return
-                self._spawn(self.roles[agent_id], agent_id)
+                with self.lock:
+                    if agent_id in self.retired:
+                        continue
+                    self._spawn(self.roles[agent_id], agent_id)
                 started[agent_id] = time.monotonic()
                 say(f"pdd up: {agent_id} restarted (pid {self.children[agent_id].pid})")
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM every child, wait up to ``grace_s``, SIGKILL the rest; reap them all."""
         self._stopping.set()
+        for reconciler in self.reconcilers:
+            reconciler.stop()
         if self._supervisor is not None:
             self._supervisor.join(timeout=5)
         for child in self.children.values():

@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import logging
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from pdd_core.agent.runtime import bound_address, reset
@@ -129,7 +129,8 @@ class WanEmulator:
     ) -> LineSettings:
         """Change the line at run time; unspecified values stay. Returns the new settings."""
         current = self.settings
-        self.settings = LineSettings(
+        self.settings = replace(
+            current,
             bandwidth_gbps=current.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps,
             rtt_ms=current.rtt_ms if rtt_ms is None else rtt_ms,
             jitter_ms=current.jitter_ms if jitter_ms is None else jitter_ms,

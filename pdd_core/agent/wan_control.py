@@ -17,15 +17,17 @@ import contextlib
 import hmac
 import json
 import logging
+import ssl
 from dataclasses import asdict
 from typing import Any
 
+from pdd_core.agent.auth import WAN_TOKEN
 from pdd_core.agent.runtime import bound_address
+from pdd_core.agent.tls import OPERATOR, TlsError, check_peer, serve_tls
 from pdd_core.agent.wan import WanEmulator
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "PDD_WAN_TOKEN"
 MAX_BODY_BYTES = 64 * 1024
 MAX_HEADER_LINES = 64
 REQUEST_TIMEOUT_S = 5.0
@@ -34,16 +36,33 @@ REQUEST_TIMEOUT_S = 5.0
 class ControlServer:
     """Serves the control routes of one emulator on ``host:port``, requiring ``token``."""
 
-    def __init__(self, emulator: WanEmulator, *, token: str, host: str, port: int) -> None:
+    def __init__(
+        self,
+        emulator: WanEmulator,
+        *,
+        token: str,
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """With ``tls`` (a plane's line) a caller must present the plane's ``operator``
+        certificate as well as the token; without it (``pdd wan`` alone) the token only."""
         if not token:
-            raise ValueError(f"token: the control endpoint needs a shared token ({TOKEN_ENV})")
+            raise ValueError(f"token: the control endpoint needs a shared token ({WAN_TOKEN})")
         self.emulator = emulator
         self._token = token.encode()
         self._host, self._port = host, port
+        self._tls = tls
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self._host, self._port)
+        if self._tls is not None:
+            self._server = await serve_tls(
+                self._serve, self._host, self._port, self._tls,
+                limit=MAX_BODY_BYTES, timeout_s=REQUEST_TIMEOUT_S,
+            )  # fmt: skip
+        else:
+            self._server = await asyncio.start_server(self._serve, self._host, self._port)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -57,14 +76,21 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            if self._tls is not None:
+                check_peer(writer.get_extra_info("peercert"), OPERATOR, OPERATOR)
             status, body = await asyncio.wait_for(self._handle(reader), REQUEST_TIMEOUT_S)
+        except TlsError as exc:
+            log.warning("refused a control call from %s: %s", writer.get_extra_info("peername"),
+                        exc)  # fmt: skip
+            status, body = 403, {"error": "the operator's certificate is required"}
         except (TimeoutError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             status, body = 400, {"error": "malformed request"}
         except ConnectionError:
             writer.close()
             return
         payload = json.dumps(body).encode()
-        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+                  404: "Not Found"}  # fmt: skip
         head = (
             f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
@@ -145,12 +171,18 @@ async def control_request(
     body: dict[str, Any] | None = None,
     *,
     timeout_s: float = REQUEST_TIMEOUT_S,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Call a control route; returns ``(status, JSON body)``. For tests, demos and agents."""
+    """Call a control route; returns ``(status, JSON body)``. For tests, demos and agents;
+    ``tls``: the ``operator``'s client context, for a plane's line."""
     payload = json.dumps(body).encode() if body is not None else b""
 
     async def call() -> tuple[int, dict[str, Any]]:
-        reader, writer = await asyncio.open_connection(*address)
+        reader, writer = await asyncio.open_connection(
+            *address, ssl=tls, server_hostname="wan" if tls else None
+        )
+        if tls is not None:  # the plane's line, not whoever listens there
+            check_peer(writer.get_extra_info("peercert"), "wan", "wan")
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: wan\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"

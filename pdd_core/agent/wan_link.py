@@ -7,6 +7,15 @@ its own. Capacity is shared by the connections with bytes to send exactly as
 connection with bytes waiting starts its next chunk at the instant the previous one drained on
 that timeline, not when the event loop got round to it, so timer slop delays delivery by a
 fraction of a millisecond but never accumulates into lost bandwidth.
+
+TCP slow start (``LineSettings.initial_window_bytes`` > 0) is charged as the simulator charges
+it (``transfer.slow_start_extra_s``: latency that uses no bandwidth): a connection that starts
+sending, or sends again after it has been idle longer than Linux's minimum retransmission
+timeout (``transfer.TCP_RTO_MIN_S``; ``tcp_slow_start_after_idle = 1``), delivers the byte at
+offset ``b`` of that burst ``slow_start_extra_s(b, line rate, RTT, window)`` later than a warm
+connection would; once all it sent is delivered that delay is behind it. The simulator charges
+every WAN transfer from the initial window; here a connection reused within 200 ms of its last
+delivery keeps its window, as Linux does.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import random
 from collections import deque
 from collections.abc import Hashable
@@ -21,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from pdd_core.fairshare import FairShareLink, FlowCompletion
 from pdd_core.specs import LinkKind, LinkSpec
-from pdd_core.transfer import sample_jitter
+from pdd_core.transfer import TCP_RTO_MIN_S, sample_jitter, slow_start_extra_s
 
 # Unit of shaping: 256 KiB is 2 ms on a 1 Gbps line, fine-grained enough for fair sharing
 # while keeping the proxy's per-chunk Python overhead well below the line rate it emulates.
@@ -32,17 +42,19 @@ NEAR_S = 2e-4  # drains closer than this are settled without sleeping (see Shape
 
 @dataclass(frozen=True, slots=True)
 class LineSettings:
-    """What the emulated line is now: capacity per direction, round trip, one-way jitter."""
+    """What the emulated line is now: capacity per direction, round trip, one-way jitter, and
+    the TCP initial window a connection starts (or restarts after idle) from; 0: always warm."""
 
     bandwidth_gbps: float
     rtt_ms: float
     jitter_ms: float = 0.0
+    initial_window_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.bandwidth_gbps > 0:
             raise ValueError(f"bandwidth_gbps: must be positive, got {self.bandwidth_gbps!r}")
-        if self.rtt_ms < 0 or self.jitter_ms < 0:
-            raise ValueError("rtt_ms, jitter_ms: must be non-negative")
+        if self.rtt_ms < 0 or self.jitter_ms < 0 or self.initial_window_bytes < 0:
+            raise ValueError("rtt_ms, jitter_ms, initial_window_bytes: must be non-negative")
 
     def link_spec(self) -> LinkSpec:
         """The physics' view of this line (what ``transfer.transfer_time`` takes)."""
@@ -75,6 +87,10 @@ class Pipe:
         self.delayed: deque[tuple[float, list[memoryview]]] = deque()
         self.delayed_bytes = 0
         self.last_delivery = 0.0
+        # Bytes this connection has sent since it (re)started from the initial window, and the
+        # slow-start delay its earlier sends of that burst already paid (``ShapedLink._ramp``).
+        self.burst_bytes = 0
+        self.ramp_paid_s = 0.0
         self.eof = False
         self.changed = asyncio.Event()
 
@@ -122,16 +138,26 @@ class ShapedLink:
 
     def window(self) -> int:
         """Bytes a direction may hold: twice the bandwidth-delay product, so TCP-like windowing
-        never becomes the bottleneck the configured physics does not have."""
+        never becomes the bottleneck the configured physics does not have; the delay counts
+        slow start's longest ramp, which holds bytes but, as in the physics, uses no bandwidth."""
         s = self.settings
-        delay = (s.rtt_ms + 4 * s.jitter_ms) / 1000.0 + 0.01
+        delay = (s.rtt_ms + 4 * s.jitter_ms) / 1000.0 + 0.01 + self._longest_ramp_s()
         return max(MIN_WINDOW_BYTES, int(2 * s.bytes_per_s * delay))
 
     def offer(self, pipe: Pipe) -> None:
         """``pipe`` has new bytes: put its next chunk on the line if it has none there."""
-        self._settle(self.clock())
+        now = self.clock()
+        self._settle(now)
         if not pipe.on_line and pipe.waiting:
-            self._start(pipe, self.clock())
+            if not pipe.delayed:
+                # Everything sent was delivered: idle past its retransmission timeout, the
+                # connection starts from the initial window again; otherwise its window stays
+                # where it got to and the delay its earlier sends paid is behind it.
+                idle = max(TCP_RTO_MIN_S, self.settings.rtt_ms / 1000.0)
+                if now - pipe.last_delivery > idle:
+                    pipe.burst_bytes = 0
+                pipe.ramp_paid_s = self._ramp(pipe.burst_bytes)
+            self._start(pipe, now)
             self._wake.set()
 
     def set_settings(self, settings: LineSettings) -> None:
@@ -197,7 +223,9 @@ class ShapedLink:
             jitter = 0.0
             if self.settings.jitter_ms > 0:
                 jitter = sample_jitter(self._jitter_spec, self._rng).delay_s
-            arrive = finished + self.settings.rtt_ms / 2000.0 + jitter
+            pipe.burst_bytes += size
+            ramp = self._ramp(pipe.burst_bytes) - pipe.ramp_paid_s
+            arrive = finished + self.settings.rtt_ms / 2000.0 + jitter + ramp
             # TCP delivers in order: a chunk never overtakes the one before it.
             pipe.last_delivery = max(pipe.last_delivery, arrive)
             pipe.delayed.append((pipe.last_delivery, data))
@@ -205,6 +233,19 @@ class ShapedLink:
             pipe.changed.set()
             if pipe.waiting:
                 self._start(pipe, finished)
+
+    def _longest_ramp_s(self) -> float:
+        """Slow start's delay of a burst too long for it to end before its window is full."""
+        return self._ramp(math.inf)
+
+    def _ramp(self, burst_bytes: float) -> float:
+        """Seconds slow start delays the byte at offset ``burst_bytes`` of a burst started
+        from the initial window (module docstring); 0 on a warm line."""
+        s = self.settings
+        if s.initial_window_bytes <= 0:
+            return 0.0
+        rtt_s = s.rtt_ms / 1000.0
+        return slow_start_extra_s(burst_bytes, s.bytes_per_s, rtt_s, s.initial_window_bytes)
 
     async def _run(self) -> None:
         while True:

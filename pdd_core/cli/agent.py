@@ -16,7 +16,8 @@ def register(subparsers: Any) -> None:
         help="run one data-plane agent (gateway | prefill | relay | main | wan)",
         description="Run one agent of the configuration file until SIGTERM or Ctrl-C. It "
         "prints 'ready ROLE ID ADDRESS' once it listens. The plane's shared secret is read from "
-        "the 0600 file named by PDD_PLANE_SECRET_FILE; secrets never go on the command line.",
+        "the 0600 file named by PDD_PLANE_SECRET_FILE, its TLS certificate from PDD_TLS_DIR; "
+        "secrets never go on the command line.",
     )
     parser.add_argument(
         "--role", required=True, choices=("gateway", "prefill", "relay", "main", "wan")
@@ -37,21 +38,27 @@ def run(args: argparse.Namespace) -> int:
     import os
     from dataclasses import replace
 
-    from pdd_core.agent.auth import AuthError, secret_from_env
+    from pdd_core.agent.auth import WAN_TOKEN, AuthError, secret_from_env
     from pdd_core.agent.config import load_config
-    from pdd_core.agent.run import ControlSettings, run_process
+    from pdd_core.agent.run import LOG_FORMAT, ControlSettings, run_process
+    from pdd_core.agent.tls import TLS_DIR_ENV, PlaneTls, TlsContexts
 
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=args.log_level, format=LOG_FORMAT)
     config = load_config(args.config)
-    if args.role != "wan":  # the line forwards bytes; the agents on both ends authenticate
-        try:
-            config = replace(config, plane_secret=secret_from_env())
-        except AuthError as exc:
-            print(f"pdd agent: {exc}")
-            return 2
     agent_id = args.id
     if agent_id is None and args.role != "wan":
         agent_id = config.of_role(args.role)[0].id
+    config = replace(config, tls_dir=os.environ.get(TLS_DIR_ENV, ""))
+    try:
+        if args.role == "wan":  # the line forwards bytes; the agents on both ends authenticate
+            secret_from_env(name=WAN_TOKEN)  # its control endpoint: the plane's token, over TLS
+            TlsContexts.load(config.tls_dir, "wan")
+        else:
+            config = replace(config, plane_secret=secret_from_env())
+            PlaneTls(config, agent_id or "").check()  # the certificate its connections need
+    except AuthError as exc:
+        print(f"pdd agent: {exc}")
+        return 2
     control = None
     if args.control_plane:
         token = os.environ.get("PDD_CONTROL_TOKEN", "")

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pdd_core.units import BCR_UNIT, SECONDS_PER_HOUR
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -117,7 +119,7 @@ def render_text(plan: dict[str, Any]) -> str:
     lines.append(_cost_and_figures(plan))
     lines.append("")
     lines.append("reasons:")
-    extra = [reasons.get("rld_mode") or "", reasons.get("model") or ""]
+    extra = [reasons.get(k) or "" for k in ("rld_mode", "model", "arrivals")]
     for sentence in [reasons["summary"], *reasons["pools"], *reasons["routing"], *extra]:
         if sentence:
             lines.append(f"  - {sentence}")
@@ -125,12 +127,13 @@ def render_text(plan: dict[str, Any]) -> str:
     if verdict:
         lines.append("")
         lines.append(
-            f"{'design family':<12}{'$/h':>9}{'BCR x1000':>11}{'$/req P':>10}"
+            f"{'design family':<12}{'$/h':>9}{'good req/$':>11}{'$/req P':>10}"
             f"{'$/ktok D':>10}  design"
         )
         for row in verdict["designs"]:
             lines.append(
-                f"{row['policy']:<12}{row['cost_per_hour']:>9.1f}{_num(row['bcr'], 1e3, 4):>11}"
+                f"{row['policy']:<12}{row['cost_per_hour']:>9.1f}"
+                f"{_num(row['bcr'], SECONDS_PER_HOUR, 4):>11}"
                 f"{_num(row['prefill_usd_per_request'], 1.0, 3):>10}"
                 f"{_num(row['decode_usd_per_ktok'], 1.0, 3):>10}  {row['design']}"
             )
@@ -165,8 +168,9 @@ def _cost_and_figures(plan: dict[str, Any]) -> str:
         ("tpot_p99", "TPOT P99 (ms)", 1e3),
         ("goodput_rps", "goodput (req/s)", 1.0),
         ("cost_per_hour", "cost ($/h)", 1.0),
-        ("bcr", "BCR x1000", 1e3),
+        ("bcr", f"BCR ({BCR_UNIT})", SECONDS_PER_HOUR),
         ("bcr_revenue", "revenue / cost", 1.0),
+        ("handoff_kv_share", "handoffs shipping KV", 1.0),
         ("rejected", "rejected (429)", 1.0),
         ("sla_met", "SLA met", 1.0),
     ):
@@ -207,14 +211,14 @@ def bathtub_chart(bathtub: dict[str, Any], width: int = 32) -> str:
         elif valley and point["hit_rate"] == valley["hit_rate"]:
             mark = "  <- valley"
         lines.append(
-            f"{point['hit_rate']:>6.1%} {value:>9.3f} {_num(point['bcr'], 1e3, 3):>7} "
+            f"{point['hit_rate']:>6.1%} {value:>9.3f} {_num(point['bcr'], SECONDS_PER_HOUR, 3):>7} "
             f"{_num(point.get('resized_cost_per_hour'), 1.0, 4):>13} "
             f"{_num(point.get('resized_revenue_per_cost'), 1.0, 3):>9} "
             f"{_num(point.get('homogeneous_cost_per_hour'), 1.0, 4):>11} "
             f"{_pays(point.get('pdd_pays')):>9}  {bar}{mark}"
         )
     lines.append(
-        "BCR is x1000 (req/s per $/h); homog.: the best homogeneous design's chips re-sized for "
+        f"BCR in {BCR_UNIT}; homog.: the best homogeneous design's chips re-sized for "
         "the same workload; PDD pays where its re-sized cost is below that"
     )
     return "\n".join(lines)

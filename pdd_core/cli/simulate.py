@@ -18,6 +18,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from pdd_core.units import BCR_UNIT, SECONDS_PER_HOUR
+
 POLICY_NAMES = ("colocated", "same-dc", "naive-cross-dc", "pdd")
 
 
@@ -49,7 +51,12 @@ def register(subparsers: Any) -> None:
     compare.add_argument(
         "--no-capacity",
         action="store_true",
-        help="skip the capacity search (fixed-load figures only)",
+        help="skip the capacity search and the searched baselines (fixed-load figures only)",
+    )
+    compare.add_argument(
+        "--no-search",
+        action="store_true",
+        help="skip the planner's searched baselines (only the scenario's hand-written pools)",
     )
     compare.add_argument(
         "--capacity-iterations",
@@ -97,12 +104,23 @@ def run_simulate(args: argparse.Namespace) -> int:
         from pdd_core.report import write_report
 
         write_report(out / "report.html", scenario.name, {args.policy: result})
+    print(arrivals_line(scenario.config.closed_loop))
     _print_summary(summary)
     print(
         f"wrote {out / 'results.json'}, {out / 'records.csv'}"
         + ("" if args.no_report else f", {out / 'report.html'}")
     )
     return 0
+
+
+def arrivals_line(closed_loop: bool) -> str:
+    """Which arrival model a run used (``SimConfig.closed_loop``), as ``pdd simulate`` says."""
+    if closed_loop:
+        return (
+            "arrivals: closed loop (a session's next turn after its previous answer plus "
+            "tool/think time; the default for generated sessions)"
+        )
+    return "arrivals: open loop (every request at its trace time; the default for a trace)"
 
 
 def write_records_csv(path: Path, records: Any) -> None:
@@ -190,6 +208,10 @@ def run_compare(args: argparse.Namespace) -> int:
         if capacities:
             payload["capacity"] = {p: _clean(capacity_dict(c)) for p, c in capacities.items()}
             payload["capacity_notes"] = {p: n for p, n in notes.items() if n}
+        if capacities and not args.no_search:
+            from pdd_core.cli.baselines import searched_baselines
+
+            payload["searched"] = _clean(searched_baselines(ran["scenario"]))
         print(json.dumps(payload, indent=2))
         return 0
     print(sla_line(sla))
@@ -198,6 +220,7 @@ def run_compare(args: argparse.Namespace) -> int:
         "(requests over their arrival span); every policy serves these same requests"
     )
     print()
+    print("hand-written pools (the scenario's [[pools]] and [[baseline.pools]]):")
     print(compare_table({p: r.summary.compare_dict() for p, r in results.items()}))
     if capacities:
         print()
@@ -205,6 +228,11 @@ def run_compare(args: argparse.Namespace) -> int:
         for note in notes.values():
             if note:
                 print(note)
+    if capacities and not args.no_search:
+        from pdd_core.cli.baselines import searched_baselines, searched_table
+
+        print()
+        print(searched_table(searched_baselines(ran["scenario"])))
     return 0
 
 
@@ -271,7 +299,7 @@ def capacity_dict(capacity: Any) -> dict[str, Any]:
 CAPACITY_ROWS: tuple[tuple[str, str, float], ...] = (
     ("goodput_rps", "capacity goodput (req/s)", 1.0),
     ("cost_per_hour", "cost ($/h)", 1.0),
-    ("bcr", "capacity BCR x1000", 1e3),
+    ("bcr", f"capacity BCR ({BCR_UNIT})", SECONDS_PER_HOUR),
     ("session_factor", "sessions at capacity (x)", 1.0),
 )
 
@@ -286,7 +314,7 @@ ROWS: tuple[tuple[str, str, float], ...] = (
     ("tpot_p99", "TPOT P99 (ms)", 1e3),
     ("goodput_rps", "goodput (req/s)", 1.0),
     ("cost_per_hour", "cost ($/h)", 1.0),
-    ("bcr", "BCR (req/s per $/h) x1000", 1e3),
+    ("bcr", f"BCR ({BCR_UNIT})", SECONDS_PER_HOUR),
     ("wan_gbps_mean", "WAN mean (Gbps)", 1.0),
     ("wan_gbps_peak", "WAN peak (Gbps)", 1.0),
     ("wan_gbps_busy_mean", "WAN busy mean (Gbps)", 1.0),

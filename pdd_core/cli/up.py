@@ -11,6 +11,11 @@ token for all sites or ``SITE=TOKEN`` pairs separated by commas (agent tokens ar
 site; ``pdd up`` emulates both sites on one machine), or ``--token-file PATH`` names a file
 readable by its owner only with one ``[SITE=]TOKEN`` per line. Without ``--control-plane``
 the plane runs standalone.
+
+Joined to a control plane, one reconciler per site (``agent.reconcile``) polls the site's
+desired state (``GET /api/v1/sites/{slug}/desired/``, with that site's token) and starts,
+drains and stops agents to match the active plan; ``--desired FILE`` reads it from a file
+instead (a plane without a control plane).
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ def register(subparsers: Any) -> None:
         "--token-file",
         metavar="PATH",
         help="agent tokens, one [SITE=]TOKEN per line, in a 0600 file (or PDD_CONTROL_TOKENS)",
+    )
+    parser.add_argument(
+        "--desired",
+        metavar="FILE",
+        help="reconcile every site to the desired state in FILE (JSON, re-read every 2 s) "
+        "instead of the control plane's",
     )
     parser.set_defaults(func=run)
 
@@ -71,9 +82,11 @@ def parse_tokens(values: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     import signal
+    import sys
     import tempfile
     import threading
 
+    from pdd_core.agent.reconcile import control_plane_source, file_source
     from pdd_core.agent.supervisor import DataPlane
 
     try:
@@ -104,13 +117,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"gateway: {plane.gateway_url}", flush=True)
     note = " (until the control plane pushes keys of its own)" if args.control_plane else ""
     print(f"api key: {plane.api_key}{note}", flush=True)
-    print(f"wan control: http://{host}:{port} (token {plane.config.wan.control_token})")
+    print(f"wan control: http://{host}:{port} (bearer token in {plane.wan_token_path})")
     print(f"run dir: {run_dir}")
     if args.control_plane:
         print(f"control plane: {args.control_plane} (every agent registers there)")
     print("pids: " + " ".join(f"{k}={v}" for k, v in plane.pids().items()), flush=True)
     print("press Ctrl-C to stop", flush=True)
-    plane.supervise(lambda line: print(line, flush=True))
+
+    def say(line: str) -> None:  # one write per line: the sites' reconcilers say things at once
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    plane.supervise(say)
+    sites = sorted({a.site for a in plane.config.agents})
+    if args.desired:
+        plane.reconcile({site: file_source(args.desired, site) for site in sites}, say)
+    elif args.control_plane:
+        plane.reconcile(
+            {site: control_plane_source(args.control_plane, tokens.get(site, tokens.get("", "")),
+                                        site) for site in sites},
+            say,
+        )  # fmt: skip
     try:
         while not stop.wait(0.5):
             pass

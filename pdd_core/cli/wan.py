@@ -8,8 +8,9 @@ the line at run time and reports byte counters (``pdd_core.agent.wan_control``).
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
+
+from pdd_core.transfer import IW10_BYTES
 
 
 def register(subparsers: Any) -> None:
@@ -19,7 +20,8 @@ def register(subparsers: Any) -> None:
         description="Proxy --listen to --upstream through an emulated line: the capacity is "
         "shared fairly by the connections using it (per direction), each direction adds "
         "RTT/2 plus seeded jitter. With --control, an HTTP/JSON endpoint (bearer token from "
-        "--control-token or $PDD_WAN_TOKEN) serves GET /counters, POST /degrade, POST /cut, "
+        "$PDD_WAN_TOKEN_FILE, a 0600 file, or $PDD_WAN_TOKEN; never on the command line) "
+        "serves GET /counters, POST /degrade, POST /cut, "
         "POST /restore.",
     )
     parser.add_argument("--listen", required=True, type=_address, help="HOST:PORT to accept on")
@@ -27,9 +29,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bandwidth-gbps", type=float, required=True)
     parser.add_argument("--rtt-ms", type=float, default=0.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="one-way delay spread")
+    parser.add_argument(
+        "--initial-window-bytes", type=float, default=IW10_BYTES,
+        help="TCP window a connection starts from and restarts from after 200 ms idle "
+        "(default RFC 6928's 14,600 B, as the simulator; 0: always warm)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the jitter draws")
     parser.add_argument("--control", type=_address, help="HOST:PORT of the control endpoint")
-    parser.add_argument("--control-token", help="shared token (default: $PDD_WAN_TOKEN)")
     parser.set_defaults(func=run)
 
 
@@ -37,14 +43,21 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from pdd_core.agent.auth import WAN_TOKEN, AuthError, secret_from_env
+    from pdd_core.agent.run import LOG_FORMAT
     from pdd_core.agent.wan import LineSettings, WanEmulator
-    from pdd_core.agent.wan_control import TOKEN_ENV, ControlServer
+    from pdd_core.agent.wan_control import ControlServer
 
-    settings = LineSettings(args.bandwidth_gbps, args.rtt_ms, args.jitter_ms)
-    token = args.control_token or os.environ.get(TOKEN_ENV, "")
-    if args.control and not token:
-        raise ValueError(f"--control needs --control-token or ${TOKEN_ENV}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = LineSettings(
+        args.bandwidth_gbps, args.rtt_ms, args.jitter_ms, args.initial_window_bytes
+    )
+    token = ""
+    if args.control:
+        try:
+            token = secret_from_env(name=WAN_TOKEN).decode()
+        except AuthError as exc:
+            raise ValueError(f"--control needs a token: {exc}") from None
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
 
     async def serve() -> None:
         emulator = WanEmulator(

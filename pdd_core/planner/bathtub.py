@@ -13,9 +13,15 @@ workload's own rate at each hit rate with the search's sizing rule, so it shows 
 rate costs to serve; the valley is marked on it (DOMAIN.md section 7's "benefit against hit
 rate" of a deployment that follows its workload), and on the fixed curve where no re-size fits.
 
-Both walls of the tub, and whether PDD pays there: with the best homogeneous design given, each
-point also re-sizes *its* chips for the same workload, and ``pdd_pays`` says whether PDD's re-sized
-chips meet the SLA for less. At low hit the WAN (every miss crosses it) and prefill bind, and PDD
+Both walls of the tub, and whether PDD pays there, as economics: with the best design of every
+other family given (``rivals``: homogeneous and heterogeneous same-dc, aggregated), each point
+also re-sizes *their* chips for the same workload, and puts PDD's cost at the SLA beside the
+cheapest of theirs (``best_other_cost_per_hour``, ``best_other_family``); ``pdd_pays`` says
+whether PDD's re-sized chips meet the SLA for less. Points where a side meets the SLA at no
+size are marked apart (``status``: ``both``, ``pdd-only``, ``other-only``, ``neither``), so the
+economic crossover (``crossovers``) is not confused with a wall where nothing is feasible. These
+re-sizings are the analytic model's (the simulator verifies the current workload's designs).
+At low hit the WAN (every miss crosses it) and prefill bind, and PDD
 stops paying; at very high hit there is little left to move or prefill, and the comparison is
 decode against decode. ``Bathtub.to_dict()["no_pay_hit_rates"]`` lists where it does not pay.
 
@@ -26,7 +32,9 @@ the operator's question ("stay away from the valley") is what each hit rate is w
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -52,6 +60,9 @@ class BathtubPoint:
     resized_revenue_per_cost: float | None = None
     homogeneous_cost_per_hour: float | None = None
     pdd_pays: bool | None = None
+    best_other_cost_per_hour: float | None = None
+    best_other_family: str | None = None
+    status: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,7 +83,18 @@ class Bathtub:
             "valley": self.points[self.valley_index].to_dict() if self.points else None,
             "current": self.current.to_dict(),
             "no_pay_hit_rates": [p.hit_rate for p in self.points if p.pdd_pays is False],
+            "crossovers": crossovers(self.points),
         }
+
+
+def crossovers(points: tuple[BathtubPoint, ...]) -> list[float]:
+    """Hit rates between two neighbouring points, both feasible for both sides, where PDD's
+    re-sized cost crosses the best other family's (the economic crossover, not a wall)."""
+    found = []
+    for a, b in itertools.pairwise(points):
+        if a.status == b.status == "both" and a.pdd_pays is not b.pdd_pays:
+            found.append(round((a.hit_rate + b.hit_rate) / 2, 4))
+    return found
 
 
 def hit_grid(points: int) -> list[float]:
@@ -88,6 +110,8 @@ def bathtub_point(
     profile: WorkloadProfile,
     inputs: PlannerInputs | None = None,
     homogeneous: Design | None = None,
+    *,
+    rivals: Sequence[Design] = (),
 ) -> BathtubPoint:
     """The largest SLA rate of ``design`` on ``profile`` and what it earns (module docstring);
     with ``inputs``, also the same chips re-sized for the workload's own rate at this hit, and
@@ -124,16 +148,32 @@ def bathtub_point(
     )
     resized: tuple[float, float, float] | None = None
     other: tuple[float, float, float] | None = None
+    best_other: tuple[float, str] | None = None
     if inputs is not None:
         resized = _resized(local, design, inputs)
         if homogeneous is not None:
             other = _resized(local, homogeneous, inputs)
-    # PDD pays at this hit rate when some size of its chips meets the SLA for less than the
-    # homogeneous chips need (or they meet it at no size); where no PDD size meets it, it does
-    # not pay, whatever the homogeneous design does.
+        for rival in rivals:
+            sized = _resized(local, rival, inputs)
+            if sized is not None and (best_other is None or sized[0] < best_other[0]):
+                best_other = (sized[0], rival.family)
+    if best_other is None and other is not None and homogeneous is not None:
+        best_other = (other[0], homogeneous.family)
+    # PDD pays at this hit rate when some size of its chips meets the SLA for less than every
+    # other family's chips need (or they meet it at no size); where no PDD size meets it, it
+    # does not pay, whatever the others do.
     pays: bool | None = None
-    if homogeneous is not None and inputs is not None:
-        pays = resized is not None and (other is None or resized[0] < other[0])
+    compared = bool(rivals) or homogeneous is not None
+    if compared and inputs is not None:
+        pays = resized is not None and (best_other is None or resized[0] < best_other[0])
+    status = ""
+    if compared and inputs is not None:
+        status = {
+            (True, True): "both",
+            (True, False): "pdd-only",
+            (False, True): "other-only",
+            (False, False): "neither",
+        }[(resized is not None, best_other is not None)]
     return BathtubPoint(
         hit_rate=round(profile.mean_hit, 4),
         goodput_rps=rate,
@@ -145,6 +185,9 @@ def bathtub_point(
         resized_revenue_per_cost=resized[2] if resized else None,
         homogeneous_cost_per_hour=other[0] if other else None,
         pdd_pays=pays,
+        best_other_cost_per_hour=best_other[0] if best_other else None,
+        best_other_family=best_other[1] if best_other else None,
+        status=status,
     )
 
 
@@ -171,6 +214,7 @@ def bathtub(
     inputs: PlannerInputs | None = None,
     *,
     homogeneous: Design | None = None,
+    rivals: Sequence[Design] = (),
 ) -> Bathtub:
     """The curve over ``hit_grid(points)`` plus the current workload's own point.
 
@@ -179,7 +223,7 @@ def bathtub(
     of the fixed deployment's own curve.
     """
     curve = tuple(
-        bathtub_point(ev, design, ev.profile.with_mean_hit(h), inputs, homogeneous)
+        bathtub_point(ev, design, ev.profile.with_mean_hit(h), inputs, homogeneous, rivals=rivals)
         for h in hit_grid(points)
     )
     resized = [i for i, p in enumerate(curve) if p.resized_revenue_per_cost is not None]
@@ -187,4 +231,5 @@ def bathtub(
         valley = min(resized, key=lambda i: (curve[i].resized_revenue_per_cost or 0.0, i))
     else:
         valley = min(range(len(curve)), key=lambda i: (curve[i].revenue_per_cost, i))
-    return Bathtub(curve, valley, bathtub_point(ev, design, ev.profile, inputs, homogeneous))
+    current = bathtub_point(ev, design, ev.profile, inputs, homogeneous, rivals=rivals)
+    return Bathtub(curve, valley, current)

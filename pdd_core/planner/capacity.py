@@ -3,8 +3,10 @@
 For a design and a workload profile it computes, per stage, a throughput and the share of
 traffic routed to it, so ``capacity = min over stages of throughput / share``, and the tails:
 
-- **P** (prefill compute): each request's service is ``perf.prefill_time(miss, hit, tp)``; the
-  pool is a G/G/c queue (Erlang C for the chance to wait, Kingman's ``(ca^2 + cs^2) / 2`` for
+- **P** (prefill compute): each request's service is ``perf.prefill_time(miss, hit, tp)``, of
+  which a pipelined instance is occupied only until its first stage frees (``Timing.fill_s``,
+  ``pdd_core.pipeline``: the next request enters behind it); the pool is a G/G/c queue
+  (Erlang C for the chance to wait, Kingman's ``(ca^2 + cs^2) / 2`` for
   burstiness, an exponential tail for the wait).
 - **WAN**: every non-singular request ships the KV MD lacks (its miss, as the decode-side radix
   cache tracks P's hits); the line is processor-shared, so a transfer of ``x`` bytes takes
@@ -187,24 +189,34 @@ class Evaluator:
         shape = (WAIT_DRAWS, profile.input_tokens.size)
         self._uniform = [rng.random(shape) for _ in range(2)]
         self._exponential = [rng.exponential(1.0, shape) for _ in range(2)]
-        self._prefill: dict[tuple[str, InstanceShape], FloatArray] = {}
+        self._prefill: dict[tuple[str, InstanceShape], tuple[FloatArray, FloatArray]] = {}
         self._batch: dict[tuple[str, InstanceShape, bool], tuple[int, float, str]] = {}
 
     # ---- per-(chip, tp) physics ------------------------------------------------------------
 
     def prefill_service(self, chip: str, tp: perf.ShapeLike) -> FloatArray:
-        """Each sampled request's prefill of its miss over its hit (seconds)."""
+        """Each sampled request's prefill of its miss over its hit (seconds: its latency)."""
+        return self._prefill_times(chip, tp)[0]
+
+    def prefill_occupancy(self, chip: str, tp: perf.ShapeLike) -> FloatArray:
+        """The instance-seconds each sampled request's prefill occupies: its latency less the
+        pipeline's fill (equal to ``prefill_service`` without pipeline parallelism)."""
+        return self._prefill_times(chip, tp)[1]
+
+    def _prefill_times(self, chip: str, tp: perf.ShapeLike) -> tuple[FloatArray, FloatArray]:
         key = (chip, as_shape(tp))
-        if key not in self._prefill:
+        found = self._prefill.get(key)
+        if found is None:
             spec = self.chips[chip]
             p = self.profile
-            self._prefill[key] = np.array(
-                [
-                    perf.prefill_time(self.model, spec, int(m), int(h), tp).seconds
-                    for m, h in zip(p.miss_tokens, p.hit_tokens, strict=True)
-                ]
-            )
-        return self._prefill[key]
+            timings = [
+                perf.prefill_time(self.model, spec, int(m), int(h), tp)
+                for m, h in zip(p.miss_tokens, p.hit_tokens, strict=True)
+            ]
+            latency = np.array([t.seconds for t in timings])
+            occupied = np.array([t.seconds - t.fill_s for t in timings])
+            found = self._prefill[key] = (latency, occupied)
+        return found
 
     def step(self, chip: str, tp: perf.ShapeLike, batch: int) -> float:
         """One decode step at the profile's mean context (input + half the output)."""

@@ -17,6 +17,16 @@ from pdd_core.specs import ChipSpec, InstanceShape, PoolSpec, RldMode, Role, poo
 PDD = "pdd"
 SAME_DC = "same-dc"
 COLOCATED = "colocated"
+# A design *family* is what the verdict compares. Three are simulator policies; the fourth,
+# heterogeneous same-dc (P and D on different chips of one site), runs as ``same-dc`` too.
+HETERO = "same-dc-hetero"
+FAMILIES: tuple[str, ...] = (PDD, SAME_DC, HETERO, COLOCATED)
+FAMILY_NAMES = {
+    PDD: "PDD",
+    SAME_DC: "homogeneous disaggregated (same-dc)",
+    HETERO: "heterogeneous disaggregated (same-dc, two chips)",
+    COLOCATED: "aggregated",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +34,8 @@ class PoolChoice:
     """``instances`` instances of ``shape`` (``tp x pp x dp`` chips) of ``chip`` in ``site``.
 
     Cost counts whole nodes (``specs.pool_cost_per_hour``), so a plan is something an operator
-    can rack.
+    can rack. ``chunk_tokens`` is the instances' token budget per iteration (``PoolSpec``'s;
+    None: the run's ``SimConfig.prefill_chunk_tokens``), searched like the shape.
     """
 
     site: str
@@ -35,6 +46,7 @@ class PoolChoice:
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    chunk_tokens: int | None = None
 
     @property
     def shape(self) -> InstanceShape:
@@ -58,6 +70,7 @@ class PoolChoice:
             self.pp,
             self.dp,
             self.ep,
+            self.chunk_tokens,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +83,7 @@ class PoolChoice:
             "pp": self.pp,
             "dp": self.dp,
             "ep": self.ep,
+            "chunk_tokens": self.chunk_tokens,
         }
 
 
@@ -91,6 +105,13 @@ class Design:
     relay: PoolChoice | None
     table: RoutingTable
     rld_mode: RldMode = RldMode.POOL
+
+    @property
+    def family(self) -> str:
+        """The verdict's family: the policy, with same-dc split by one chip or two."""
+        if self.policy == SAME_DC and self.prefill.chip != self.decode.chip:
+            return HETERO
+        return self.policy
 
     @property
     def pools(self) -> tuple[PoolChoice, ...]:
@@ -126,7 +147,8 @@ class Design:
             return f"{pools} (RLD shared with P)"
         if self.policy == COLOCATED:
             p = self.prefill
-            return f"colocated {p.instances}x{p.chip}@{p.shape.label()}/{p.site}"
+            chunk = f" chunk {p.chunk_tokens}" if p.chunk_tokens else ""
+            return f"colocated {p.instances}x{p.chip}@{p.shape.label()}/{p.site}{chunk}"
         return " + ".join(
             f"{p.role} {p.instances}x{p.chip}@{p.shape.label()}/{p.site}" for p in self.pools
         )
@@ -152,6 +174,7 @@ def _pool(raw: Mapping[str, Any]) -> PoolChoice:
         pp=int(raw.get("pp", 1)),
         dp=int(raw.get("dp", 1)),
         ep=int(raw.get("ep", 1)),
+        chunk_tokens=None if raw.get("chunk_tokens") is None else int(raw["chunk_tokens"]),
     )
 
 

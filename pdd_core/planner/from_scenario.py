@@ -19,7 +19,7 @@ candidate for every role it plays there, limited to four times the chips the sce
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from pdd_core.planner.inputs import CandidateChip, PlannerInputs, PlannerSettings
@@ -37,7 +37,7 @@ def settings_from_dict(raw: Mapping[str, Any]) -> PlannerSettings:
     if unknown:
         known = ", ".join(sorted(_SETTINGS))
         raise ValueError(f"[planner] unknown key {unknown[0]!r} (known: candidates, {known})")
-    for key in ("transfer_budgets_s", "singular_min_inputs"):
+    for key in ("transfer_budgets_s", "singular_min_inputs", "chunk_budgets"):
         if key in values:
             values[key] = tuple(values[key])
     try:
@@ -88,9 +88,17 @@ def default_candidates(scenario: Scenario) -> tuple[CandidateChip, ...]:
 
 
 def inputs_from_scenario(
-    scenario: Scenario, requests: Sequence[Request] | None = None
+    scenario: Scenario,
+    requests: Sequence[Request] | None = None,
+    *,
+    closed_loop: bool | None = None,
 ) -> PlannerInputs:
-    """Planner inputs of ``scenario`` (its workload unless ``requests`` is given)."""
+    """Planner inputs of ``scenario`` (its workload unless ``requests`` is given).
+
+    ``closed_loop`` sets how the given ``requests`` arrive (``SimConfig.closed_loop``; None:
+    the scenario's own setting): a caller passing a recorded trace passes False, since a
+    trace's sessions are replayed at their recorded times.
+    """
     raw = scenario.planner
     candidates_raw = raw.get("candidates")
     if candidates_raw is not None and not isinstance(candidates_raw, list):
@@ -101,6 +109,7 @@ def inputs_from_scenario(
         else default_candidates(scenario)
     )
     model = scenario.pdd.models[scenario.model_id]
+    settings = settings_from_dict(raw)
     return PlannerInputs(
         name=scenario.name,
         model=model,
@@ -111,8 +120,13 @@ def inputs_from_scenario(
         requests=list(requests) if requests is not None else scenario.workload.requests(),
         sla=scenario.sla,
         prices=scenario.prices,
-        config=scenario.config,
+        config=scenario.config
+        if closed_loop is None
+        else replace(scenario.config, closed_loop=closed_loop),
         table=scenario.table,
-        settings=settings_from_dict(raw),
+        settings=settings,
         seed=scenario.config.seed,
+        workload=scenario.workload
+        if requests is None and scenario.workload.trace is None
+        else None,
     )

@@ -3,10 +3,13 @@
 DOMAIN.md section 4: after the WAN copy lands, RLD hands its eager tokens to MD as token IDs and
 MD recomputes their KV in an *extend* pass. The data-plane measurements agree with ``perf``: at a
 64K context a 100-token extend costs tens to a couple of hundred milliseconds depending on the
-chip, while shipping those tokens' KV (100 x ~50 KB = 5 MB) over an idle 20 Gbps line costs the
-RTT plus 2 ms. So token-ID handoff beats shipping KV only when the line is contended (its fair
-share shrinks with the number of concurrent flows) - which is exactly when it matters, because
-that is when a shipped tail would be jittery. The thresholds below follow from that arithmetic:
+chip, while shipping those tokens' KV (100 x ~50 KB = 5 MB) over an idle 20 Gbps, 20 ms line
+costs 22 ms on a warm connection but 180.5 ms from TCP's initial window (the simulator's
+default, ``SimConfig.wan_initial_window_bytes``: eight extra round trips of slow start; issue
+#25 quotes a public measurement of that handoff at 185 ms mean). So token-ID handoff beats
+shipping KV on a cold line, and on a warm one once the line is contended (its fair share
+shrinks with the number of concurrent flows) - which is when a shipped tail would be jittery.
+The thresholds below follow from that arithmetic:
 
 - ``handoff_chunk_tokens``: the largest power of two whose extend at the mean context fits in
   one TPOT budget (the stall of absorbing one chunk is then no worse than a slow step);
@@ -28,7 +31,7 @@ from pdd_core import perf
 from pdd_core.planner.capacity import MAX_UTILISATION, Evaluator
 from pdd_core.planner.design import Design
 from pdd_core.routing import RoutingTable
-from pdd_core.transfer import transfer_time
+from pdd_core.transfer import ideal_transfer_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,19 @@ class HandoffChoice:
     ship_100_idle_s: float
     flows_to_break_even: float
     reason: str
+
+
+def idle_wan_s(ev: Evaluator, nbytes: float) -> float:
+    """Seconds to ship ``nbytes`` alone on the plan's WAN line, as the simulator's line does:
+    setup, slow start from the configured initial window, the bytes, one round trip."""
+    assert ev.wan is not None
+    return ideal_transfer_s(
+        nbytes,
+        ev.wan.bytes_per_s,
+        ev.wan.rtt_ms / 1000.0,
+        setup_s=ev.config.wan_setup_ms / 1000.0,
+        initial_window_bytes=ev.config.wan_initial_window_bytes,
+    )
 
 
 def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> HandoffChoice:
@@ -62,9 +78,11 @@ def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> H
     break_even = math.inf
     if ev.wan is not None:
         nbytes = perf.kv_bytes(ev.model, 100)
-        ship_100 = transfer_time(ev.wan, nbytes, None, flows=1)
+        ship_100 = idle_wan_s(ev, nbytes)
         per_flow = nbytes / ev.wan.bytes_per_s
-        spare = extend_100 - ev.wan.rtt_ms / 1000.0
+        # Shipping among n flows costs its fixed part (setup, slow start at the line rate, the
+        # round trip) plus n times the bytes at the line rate.
+        spare = extend_100 - (ship_100 - per_flow)
         break_even = spare / per_flow if per_flow > 0 and spare > 0 else 1.0
     # Extend-decode's extra RLD time per relay: the eager tokens are absorbed a chunk at a time.
     rld_step = 0.0
@@ -73,7 +91,7 @@ def choose_handoff(ev: Evaluator, design: Design, relay_utilisation: float) -> H
     eager = 0.0
     if rld_step > 0 and ev.wan is not None:
         typical_wan = float(np.median(p.miss_tokens)) * ev.model.kv_bytes_per_token
-        eager = (typical_wan / ev.wan.bytes_per_s + ev.wan.rtt_ms / 1000.0) / rld_step
+        eager = idle_wan_s(ev, typical_wan) / rld_step
     chunks = max(1.0, eager / chunk)
     occupancy = eager * rld_step if eager else 1.0
     extra = chunks * extend_chunk / max(occupancy, 1e-9)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pdd_core.routing import RoutingTable
+from pdd_core.scenario import WorkloadSpec
 from pdd_core.sim import SimConfig
 from pdd_core.specs import SLA, ChipSpec, LinkSpec, ModelSpec, PriceBook, Role, SiteSpec
 from pdd_core.workload import Request
@@ -38,9 +39,16 @@ class CandidateChip:
 class PlannerSettings:
     """How hard the planner works (not physics).
 
-    - ``verify``: how many of the best analytic designs the simulator runs first;
-    - ``max_simulations``: the bound on simulator runs for the PDD plan (fix-ups included);
-    - ``baseline_simulations``: the same for the homogeneous baseline;
+    - ``verify``: how many designs of each family the first round simulates (the control
+      plane fans them out as one Celery group);
+    - ``simulations``: the simulator runs each design family may spend (PDD, homogeneous and
+      heterogeneous same-dc, aggregated: the same budget for every family, first round
+      included), searching for its cheapest design that meets the SLA;
+    - ``shapes_per_role``: instance shapes per role and chip the analytic screen keeps;
+    - ``chunk_budgets``: the per-iteration token budgets searched for aggregated designs;
+    - ``capacity_seeds``: independent workloads the verdict's capacity is measured over
+      (``sim.capacity.measure_capacity``; 0 skips the measurement and the verdict says so);
+    - ``capacity_resolution``: the relative rate step at which that search stops;
     - ``bathtub_points``: hit rates evaluated for the bathtub curve;
     - ``samples``: requests sampled for the analytic model;
     - ``transfer_budgets_s``: the P-MD transfer budgets the search tries;
@@ -50,14 +58,30 @@ class PlannerSettings:
       allows, and the table the sized search chose is kept (the reasons say which).
     """
 
-    verify: int = 2
-    max_simulations: int = 4
-    baseline_simulations: int = 2
+    verify: int = 1
+    simulations: int = 12
+    shapes_per_role: int = 4
+    chunk_budgets: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384)
+    capacity_seeds: int = 5
+    capacity_resolution: float = 0.02
     bathtub_points: int = 11
     samples: int = 2000
     transfer_budgets_s: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
     singular_min_inputs: tuple[int, ...] = (32_768, 65_536)
     tuning_max_requests: int = 2_000
+
+    def __post_init__(self) -> None:
+        for name in ("verify", "simulations", "shapes_per_role"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)!r}")
+        if self.capacity_seeds < 0:
+            raise ValueError(f"capacity_seeds: must be non-negative, got {self.capacity_seeds!r}")
+        if not 0.0 < self.capacity_resolution < 0.5:
+            raise ValueError(
+                f"capacity_resolution: must be in (0, 0.5), got {self.capacity_resolution!r}"
+            )
+        if any(int(c) < 1 for c in self.chunk_budgets):
+            raise ValueError(f"chunk_budgets: must be positive, got {self.chunk_budgets!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +101,10 @@ class PlannerInputs:
     table: RoutingTable = field(default_factory=RoutingTable)
     settings: PlannerSettings = field(default_factory=PlannerSettings)
     seed: int = 0
+    # The generator behind ``requests`` when they were generated (``planner.evidence`` draws
+    # the verdict's independent workloads from it at other seeds); None for a trace, whose
+    # independent workloads are disjoint windows of ``requests``.
+    workload: WorkloadSpec | None = None
 
     def candidates_for(self, role: Role, site: str | None = None) -> list[CandidateChip]:
         return [

@@ -34,6 +34,7 @@ PREDICTED_KEYS: tuple[str, ...] = (
     "rejected",
     "wan_gbps_mean",
     "wan_gbps_peak",
+    "handoff_kv_share",
     "rld_token_share",
     "hit_request_weighted",
     "hit_token_weighted",
@@ -64,7 +65,8 @@ def predicted_from(summary: Summary) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class PoolPlan:
-    """One pool of the plan with its cost and the sentence that explains its size."""
+    """One pool of the plan with its cost and the sentence that explains its size
+    (``chunk_tokens``: the engine's token budget per iteration, ``PoolChoice``'s)."""
 
     site: str
     chip: str
@@ -76,6 +78,7 @@ class PoolPlan:
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    chunk_tokens: int | None = None
 
     @property
     def chips(self) -> int:

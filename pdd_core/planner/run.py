@@ -10,20 +10,24 @@ processes: it is deterministic, so both sides see the same ranking.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design
-from pdd_core.planner.improve import best_confirmed, confirmed, improve
+from pdd_core.planner.design import FAMILIES, PDD, SAME_DC, Design
+from pdd_core.planner.evidence import measure_families
+from pdd_core.planner.improve import best_confirmed, confirmed, improve, propose
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.reasons import (
+    arrivals_sentence,
     binding_sentence,
     infeasible_problems,
     model_sentence,
+    no_pdd_reason,
     pool_reason,
     role_order,
 )
@@ -36,9 +40,11 @@ from pdd_core.planner.result import (
     predicted_from,
 )
 from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
-from pdd_core.planner.tuning import evaluator_for, plan_routing
+from pdd_core.planner.tuning import PlannedRouting, evaluator_for, plan_routing
 from pdd_core.planner.verdict import rld_mode_reason, verdict
 from pdd_core.planner.verify import Verification, verify
+from pdd_core.sim.measure import MeasuredCapacity
+from pdd_core.units import BCR_UNIT, bcr_figure
 
 Progress = Callable[[float, str], None]
 
@@ -73,21 +79,18 @@ def prepare(inputs: PlannerInputs, progress: Progress | None = None) -> Prepared
 
 
 def first_round(inputs: PlannerInputs, prepared: Prepared) -> list[Design]:
-    """The best ``settings.verify`` PDD designs (distinct pools), the best homogeneous
-    disaggregated and the best aggregated design."""
+    """Each family's first designs (``improve.propose`` before any simulation: the cheapest
+    member of its front the analytic model accepts), ``settings.verify`` per family."""
     picked: list[Design] = []
-    pools_seen: set[str] = set()
-    for scored in prepared.found.pdd:
-        key = scored.design.label()
-        if key in pools_seen:
+    chips = prepared.evaluator.chips
+    for family in FAMILIES:
+        front = prepared.found.front(family)
+        first = propose(inputs, front, [], family, chips)
+        if first is None:
             continue
-        pools_seen.add(key)
-        picked.append(scored.design)
-        if len(picked) >= inputs.settings.verify:
-            break
-    for ranked in (prepared.found.baseline, prepared.found.colocated):
-        if ranked:
-            picked.append(ranked[0].design)
+        picked.append(first)
+        extra = [m.design for m in front if m.evaluation.meets_sla and m.design != first]
+        picked.extend(extra[: inputs.settings.verify - 1])
     return picked
 
 
@@ -96,11 +99,15 @@ def finish(
     prepared: Prepared,
     verifications: Sequence[Verification],
     progress: Progress | None = None,
+    timings: dict[str, float] | None = None,
 ) -> PlanOutcome:
-    """Fix-ups within the simulation budget, then the plan (or why there is none).
+    """The rest of each family's search within its budget, then the plan (or why there is none).
 
-    The recommended design is the cheapest the simulator confirmed among PDD, homogeneous
-    disaggregated and aggregated designs; ``reasons["verdict"]`` says whether PDD pays and why.
+    The recommended design is the cheapest the simulator confirmed among every family;
+    ``reasons["verdict"]`` says whether PDD pays within its stated tolerance, from each family's
+    best design measured over independent workloads (``planner.evidence``). ``timings``, when
+    given, receives ``capacity_cpu_s``: the CPU seconds of that measurement (kept out of the
+    plan, which is deterministic).
     """
     report = progress or _noop
     ev, found = prepared.evaluator, prepared.found
@@ -108,46 +115,66 @@ def finish(
         "designs_evaluated": found.evaluated,
         "feasible_pdd": len(found.pdd),
         "feasible_baseline": len(found.baseline),
+        "feasible_hetero": len(found.hetero),
         "feasible_colocated": len(found.colocated),
+        "front": {f: len(found.front(f)) for f in FAMILIES},
         "workload": {
             "requests": prepared.profile.requests,
             "rate_rps": prepared.profile.rate_rps,
             "arrival_cv2": prepared.profile.arrival_cv2,
             "mean_hit": prepared.profile.mean_hit,
             "token_hit": prepared.profile.token_hit,
+            # what the live workload's drift is judged against (planner.drift)
+            "mean_input_tokens": float(prepared.profile.input_tokens.mean()),
+            "mean_output_tokens": float(prepared.profile.output_tokens.mean()),
         },
     }
-    if not (found.pdd or found.baseline or found.colocated):
+    if not found.any_feasible():
         problems, fixes = infeasible_problems(ev, found, all_skeletons(ev, inputs))
         return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
     checked = list(verifications)
-    budgets = (
-        (PDD, inputs.settings.max_simulations),
-        (SAME_DC, inputs.settings.baseline_simulations),
-        (COLOCATED, inputs.settings.baseline_simulations),
-    )
-    for policy, budget in budgets:
+    for family in FAMILIES:
         improve(
             inputs,
-            ranking=prepared.found.ranked(policy),
+            front=found.front(family),
             chips=ev.chips,
             checked=checked,
-            policy=policy,
-            budget=budget,
+            family=family,
+            budget=inputs.settings.simulations,
             report=report,
         )
     search_info["simulations"] = [_simulation_row(v) for v in checked]
-    best = {policy: best_confirmed(checked, policy) for policy, _ in budgets}
+    best = {family: best_confirmed(checked, family) for family in FAMILIES}
     confirmed_designs = [v for v in best.values() if v is not None]
     if not confirmed_designs:
         return _unconfirmed(inputs, checked, search_info)
     chosen = min(confirmed_designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
-    report(0.85, "deriving handoff thresholds and the bathtub")
+    report(0.8, "deriving handoff thresholds")
     routing = plan_routing(inputs, ev, chosen, confirmed)
     if routing.chosen is not chosen:
         chosen = best[PDD] = routing.chosen
+    started = time.process_time()
+    report(0.85, "measuring each family's capacity over independent workloads")
+    measured = measure_families(inputs, best)
+    if timings is not None:
+        timings["capacity_cpu_s"] = time.process_time() - started
+    return _plan(inputs, prepared, chosen, best, checked, routing, measured, search_info, report)
+
+
+def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of finish
+    inputs: PlannerInputs,
+    prepared: Prepared,
+    chosen: Verification,
+    best: dict[str, Verification | None],
+    checked: list[Verification],
+    routing: PlannedRouting,
+    measured: dict[str, MeasuredCapacity],
+    search_info: dict[str, Any],
+    report: Progress,
+) -> Plan:
+    """The plan of ``chosen``: pools, reasons, verdict, bathtub."""
+    ev, found = prepared.evaluator, prepared.found
     design, table = chosen.design, routing.table
-    handoff_reason, tuning_reason = routing.handoff_reason, routing.tuning_reason
     analytic = ev.evaluate(design)
     pools = tuple(
         PoolPlan(
@@ -159,6 +186,7 @@ def finish(
             pp=p.pp,
             dp=p.dp,
             ep=p.ep,
+            chunk_tokens=p.chunk_tokens,
             cost_per_hour=p.cost(ev.chips),
             reason=pool_reason(ev, design, p, analytic, chosen),
         )
@@ -168,12 +196,14 @@ def finish(
     pdd_best = best[PDD]
     tub_design = pdd_best.design if pdd_best is not None else design
     tub_table = table if tub_design is design else tub_design.table
+    rivals = [v.design for f, v in best.items() if f != PDD and v is not None]
     curve = bathtub(
         ev,
         replace(tub_design, table=tub_table),
         inputs.settings.bathtub_points,
         inputs,
         homogeneous=base.design if base is not None and tub_design.policy == PDD else None,
+        rivals=rivals if tub_design.policy == PDD else (),
     )
     report(0.95, "writing the plan")
     baseline_info: dict[str, object] = {"found": base is not None}
@@ -189,20 +219,24 @@ def finish(
         analytic=analytic,
         chosen=chosen,
         base=base,
-        handoff=handoff_reason,
-        tuning=tuning_reason,
+        handoff=routing.handoff_reason,
+        tuning=routing.tuning_reason,
         ev=ev,
     )
+    single_site = not _placements(inputs)
     reasons["verdict"] = verdict(
         ev,
         best,
         chosen,
-        single_site=not _placements(inputs),
+        single_site=single_site,
         checked=checked,
         aggregated_floor=min((s.evaluation.cost_per_hour for s in found.colocated), default=None),
+        measured=measured,
+        no_pdd=no_pdd_reason(ev, inputs, found, checked) if best[PDD] is None else "",
     )
     reasons["rld_mode"] = rld_mode_reason(ev, found.pdd, design)
     reasons["model"] = model_sentence(ev, [c.chip for c in inputs.candidates])
+    reasons["arrivals"] = arrivals_sentence(inputs)
     return Plan(
         name=inputs.name,
         model=inputs.model.id,
@@ -233,6 +267,7 @@ def _simulation_row(v: Verification) -> dict[str, Any]:
     return {
         "design": v.design.label(),
         "policy": v.design.policy,
+        "family": v.design.family,
         "transfer_budget_s": v.design.table.transfer_budget_s,
         "sla_met": v.summary.sla_met,
         "rejected": v.summary.rejected,
@@ -240,6 +275,7 @@ def _simulation_row(v: Verification) -> dict[str, Any]:
         "cost_per_hour": v.summary.cost_per_hour,
         "ttft_p99": v.summary.ttft_p99,
         "cause": v.cause,
+        "missed": list(v.missed),
     }
 
 
@@ -252,9 +288,9 @@ def _unconfirmed(
         f"The analytic model found designs, but the simulator confirmed none within the "
         f"simulation budget; the last ({last.design.label()}) measured TTFT P90 "
         f"{s.ttft_p90:.2f} s / P99 {s.ttft_p99:.2f} s, TPOT P99 {s.tpot_p99 * 1e3:.0f} ms, "
-        f"{s.rejected} rejected, its misses dominated by {last.cause}."
+        f"{s.rejected} rejected: {last.miss_text()}."
     ]
-    fixes = ["raise the chip limits, relax the SLA, or raise max_simulations in [planner]"]
+    fixes = ["raise the chip limits, relax the SLA, or raise simulations in [planner]"]
     return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
 
 
@@ -295,8 +331,8 @@ def _reasons(
         b = base.summary
         verdict = "beats" if s.bcr > b.bcr else "does not beat"
         comparison = (
-            f"the plan's BCR {s.bcr * 1e3:.2f} (x1000, req/s per $/h, simulated) {verdict} the "
-            f"best homogeneous same-dc design's {b.bcr * 1e3:.2f} ({base.design.label()}, "
+            f"the plan's BCR {bcr_figure(s.bcr)} {BCR_UNIT} (simulated) {verdict} the "
+            f"best homogeneous same-dc design's {bcr_figure(b.bcr)} ({base.design.label()}, "
             f"${b.cost_per_hour:.1f}/h vs ${s.cost_per_hour:.1f}/h)."
         )
     return {
@@ -308,18 +344,22 @@ def _reasons(
     }
 
 
-def make_plan(inputs: PlannerInputs, progress: Progress | None = None) -> PlanOutcome:
-    """Plan in this process: prepare, verify the first round, finish."""
+def make_plan(
+    inputs: PlannerInputs,
+    progress: Progress | None = None,
+    timings: dict[str, float] | None = None,
+) -> PlanOutcome:
+    """Plan in this process: prepare, verify the first round, finish (``timings``: see
+    ``finish``)."""
     report = progress or _noop
     prepared = prepare(inputs, report)
-    found = prepared.found
-    if not (found.pdd or found.baseline or found.colocated):
+    if not prepared.found.any_feasible():
         return finish(inputs, prepared, [], report)
     checked = []
     designs = first_round(inputs, prepared)
     for index, design in enumerate(designs):
         report(0.2 + 0.5 * index / len(designs), f"simulating {design.label()}")
         checked.append(verify(inputs, design))
-    outcome = finish(inputs, prepared, checked, report)
+    outcome = finish(inputs, prepared, checked, report, timings)
     report(1.0, "done")
     return outcome

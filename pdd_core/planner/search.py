@@ -1,22 +1,25 @@
-"""Search the design space with the analytic model: chips, tp, counts, thresholds.
+"""Search the design space with the analytic model: chips, shapes, counts, thresholds.
 
-For every placement DOMAIN.md's pipeline allows (P and RLD in one site, MD in another joined by a
-WAN line), every candidate chip and a few tensor-parallel degrees per role, and every transfer
-budget and singular threshold tried, the counts are not enumerated but *sized*: each pool starts
-at the smallest count that keeps its stage below its utilisation target, then P grows until the
-TTFT tail meets the SLA (or the site's chip limit stops it). The homogeneous same-dc baseline is
-sized the same way. Designs are ranked by analytic BCR (goodput per $/h), ties by cost.
+Every family is built under the same rules: PDD (every placement DOMAIN.md's pipeline allows,
+P and RLD in one site, MD in another joined by a WAN line), homogeneous same-dc (P and D of one
+chip in one site with RDMA), heterogeneous same-dc (two chips of one site) and aggregated (one
+chip, every instance both phases, each chunk budget of the settings). Each skeleton (chips,
+shapes, table) is *sized*: each pool starts at the smallest count that keeps its stage below its
+utilisation target, then the pool behind the first violation grows until the analytic SLA holds
+(or the site's chip limit stops it). Then ``planner.front`` enumerates counts around every
+skeleton's size, the front the simulated search walks. Designs are ranked cheapest first.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from pdd_core.planner.capacity import Constraint, Evaluation, Evaluator
-from pdd_core.planner.design import COLOCATED, PDD, SAME_DC, Design, PoolChoice
+from pdd_core.planner.design import COLOCATED, FAMILIES, HETERO, PDD, SAME_DC, Design, PoolChoice
+from pdd_core.planner.front import Member, family_front
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.specs import (
     SLA,
@@ -45,25 +48,43 @@ class Scored:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked feasible designs (best first), and why the others were dropped."""
+    """Ranked feasible designs (best first), and why the others were dropped.
+
+    ``baseline`` is the homogeneous same-dc family, ``hetero`` the two-chip same-dc one;
+    ``fronts`` holds each family's analytic front (``planner.front``) for the simulated search.
+    """
 
     pdd: tuple[Scored, ...]
     baseline: tuple[Scored, ...]
     rejected: tuple[str, ...]
     evaluated: int
     colocated: tuple[Scored, ...] = ()
+    hetero: tuple[Scored, ...] = ()
+    fronts: Mapping[str, tuple[Member, ...]] = field(default_factory=dict)
 
-    def ranked(self, policy: str) -> tuple[Scored, ...]:
-        """The feasible designs of one policy, cheapest first."""
-        if policy == PDD:
+    def ranked(self, family: str) -> tuple[Scored, ...]:
+        """The analytically feasible sized designs of one family, cheapest first."""
+        if family == PDD:
             return self.pdd
-        if policy == COLOCATED:
+        if family == COLOCATED:
             return self.colocated
+        if family == HETERO:
+            return self.hetero
         return self.baseline
+
+    def front(self, family: str) -> tuple[Member, ...]:
+        """The family's enumerated front (empty when the family does not apply)."""
+        return tuple(self.fronts.get(family, ()))
+
+    def any_feasible(self) -> bool:
+        """Whether any family has a design the simulator could confirm."""
+        return any(self.fronts.get(f) for f in FAMILIES) or bool(
+            self.pdd or self.baseline or self.colocated or self.hetero
+        )
 
 
 def shape_options(
-    ev: Evaluator, inputs: PlannerInputs, chip: str, role: Role, keep: int = 2
+    ev: Evaluator, inputs: PlannerInputs, chip: str, role: Role, keep: int | None = None
 ) -> list[InstanceShape]:
     """The instance shapes worth sizing for ``role`` on ``chip``, screened from every valid one.
 
@@ -75,6 +96,7 @@ def shape_options(
     batch they can run. Data-parallel attention shapes are valid (``specs.shape``) but not
     proposed: the simulator does not model per-rank schedulers yet, and a plan must verify.
     """
+    keep = inputs.settings.shapes_per_role if keep is None else keep
     spec = inputs.chips[chip]
     need = 1
     if inputs.requests:
@@ -113,7 +135,8 @@ def shape_options(
     return usable[:keep]
 
 
-def _fits(inputs: PlannerInputs, design: Design) -> str | None:
+def fits(inputs: PlannerInputs, design: Design) -> str | None:
+    """Why ``design`` exceeds a site's chip limit, or None when it fits."""
     used: dict[tuple[str, str], int] = {}
     for pool in design.pools:
         key = (pool.site, pool.chip)
@@ -135,6 +158,12 @@ def size_design(
     ev: Evaluator, inputs: PlannerInputs, skeleton: Design
 ) -> tuple[Scored | None, str]:
     """Counts for ``skeleton``'s chips and thresholds; (None, why) when no count works."""
+    scored, why, _ = sized_or_start(ev, inputs, skeleton)
+    return scored, why
+
+
+def start_counts(ev: Evaluator, skeleton: Design) -> Design:
+    """``skeleton`` with each pool at the count that keeps its stage at its sizing target."""
     first = ev.evaluate(skeleton)
     design = skeleton
     for stage in first.stages:
@@ -150,20 +179,28 @@ def size_design(
             design = design.with_instances(
                 Role.PREFILL, _start_count(stage.utilisation, PREFILL_TARGET)
             )
+    return design
+
+
+def sized_or_start(
+    ev: Evaluator, inputs: PlannerInputs, skeleton: Design
+) -> tuple[Scored | None, str, Design]:
+    """``size_design``, and the starting design (the front's base when sizing fails)."""
+    design = start = start_counts(ev, skeleton)
     last = ""
     for _ in range(64):
-        over = _fits(inputs, design)
+        over = fits(inputs, design)
         if over:
-            return None, f"{design.label()}: {over} ({last or 'capacity'})"
+            return None, f"{design.label()}: {over} ({last or 'capacity'})", start
         evaluation = ev.evaluate(design)
         if evaluation.meets_sla:
-            return Scored(design, evaluation), ""
+            return Scored(design, evaluation), "", start
         last = "; ".join(v.text for v in evaluation.violations)
         grow = _grow(design, evaluation, inputs.sla)
         if grow is None:
-            return None, f"{design.label()}: {last}"
+            return None, f"{design.label()}: {last}", start
         design = grow
-    return None, f"{design.label()}: {last}"
+    return None, f"{design.label()}: {last}", start
 
 
 def _grow(design: Design, evaluation: Evaluation, sla: SLA) -> Design | None:
@@ -213,30 +250,66 @@ def _placements(inputs: PlannerInputs) -> list[tuple[str, str]]:
 def search(
     ev: Evaluator, inputs: PlannerInputs, progress: Callable[[float], None] | None = None
 ) -> SearchResult:
-    """Size every skeleton, keep the feasible ones ranked, and say why the rest failed."""
+    """Size every skeleton, build each family's front, and say why the rest failed."""
     skeletons = all_skeletons(ev, inputs)
-    found: dict[str, list[Scored]] = {PDD: [], SAME_DC: [], COLOCATED: []}
+    found: dict[str, list[Scored]] = {f: [] for f in FAMILIES}
+    starts: dict[str, list[Design]] = {f: [] for f in FAMILIES}
     rejected: list[str] = []
     for index, skeleton in enumerate(skeletons):
-        scored, why = size_design(ev, inputs, skeleton)
+        scored, why, start = sized_or_start(ev, inputs, skeleton)
         if scored is None:
-            rejected.append(f"{skeleton.policy}: {why}")
+            rejected.append(f"{skeleton.family}: {why}")
+            if skeleton.table == inputs.table:
+                starts[skeleton.family].append(start)
         else:
-            found[skeleton.policy].append(scored)
+            found[skeleton.family].append(scored)
         if progress is not None:
-            progress((index + 1) / len(skeletons))
+            progress(0.8 * (index + 1) / len(skeletons))
 
     def rank(s: Scored) -> tuple[float, float, str]:
         # The cheapest design that meets the SLA; at equal cost the one with more goodput.
         return (s.evaluation.cost_per_hour, -s.evaluation.bcr, s.design.label())
 
+    ranked = {f: tuple(_distinct(sorted(found[f], key=rank))) for f in FAMILIES}
+    fronts = {}
+    for family in FAMILIES:
+        bases = _front_bases(ranked[family], starts[family])
+        cheapest = ranked[family][0].evaluation.cost_per_hour if ranked[family] else None
+        fronts[family] = family_front(ev, inputs, bases, cheapest)
+    if progress is not None:
+        progress(1.0)
     return SearchResult(
-        pdd=tuple(_distinct(sorted(found[PDD], key=rank))),
-        baseline=tuple(_distinct(sorted(found[SAME_DC], key=rank))),
+        pdd=ranked[PDD],
+        baseline=ranked[SAME_DC],
         rejected=tuple(rejected),
         evaluated=len(skeletons),
-        colocated=tuple(_distinct(sorted(found[COLOCATED], key=rank))),
+        colocated=ranked[COLOCATED],
+        hetero=ranked[HETERO],
+        fronts=fronts,
     )
+
+
+def _front_bases(sized: Sequence[Scored], starts: Sequence[Design]) -> list[Design]:
+    """One base per shape combination: its cheapest sized design (the table that sized it
+    cheapest), else its starting counts with the scenario's table."""
+    bases: dict[tuple[object, ...], Design] = {}
+    for scored in sized:  # cheapest first
+        bases.setdefault(shape_key(scored.design, table=False), scored.design)
+    for start in starts:
+        bases.setdefault(shape_key(start, table=False), start)
+    return list(bases.values())
+
+
+def shape_key(design: Design, *, table: bool = True) -> tuple[object, ...]:
+    """A design without its instance counts: what adding or removing an instance keeps."""
+    pools = tuple(
+        (p.role, p.chip, p.site, p.shape, p.chunk_tokens)
+        for p in design.pools
+        if p.role is not Role.RELAY_DECODE
+    )
+    relay = design.relay.shape if design.relay is not None else None
+    key: tuple[object, ...] = (design.policy, pools, relay, design.rld_mode)
+    return (*key, design.table) if table else key
 
 
 def all_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
@@ -307,48 +380,63 @@ def _pdd_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
 
 
 def _baseline_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
-    """Homogeneous same-dc designs: one chip type for P and D, in one site with RDMA."""
+    """Same-dc designs in one site with RDMA: homogeneous (one chip for P and D) and, where the
+    site offers more than one chip, heterogeneous (every ordered pair of two chips)."""
     skeletons = []
     rdma_sites = {lk.source_site for lk in inputs.links if lk.kind is LinkKind.RDMA}
-    seen: set[tuple[str, str]] = set()
+    chips_at: dict[str, list[str]] = {}
     for cand in inputs.candidates:
-        key = (cand.site, cand.chip)
-        if key in seen or cand.site not in rdma_sites or cand.chip not in inputs.chips:
-            continue
-        seen.add(key)
-        for p_shape in shape_options(ev, inputs, cand.chip, Role.PREFILL):
-            for d_shape in shape_options(ev, inputs, cand.chip, Role.MAIN_DECODE):
-                skeletons.append(
-                    Design(
-                        SAME_DC,
-                        choice(cand.site, cand.chip, Role.PREFILL, p_shape),
-                        choice(cand.site, cand.chip, Role.MAIN_DECODE, d_shape),
-                        None,
-                        inputs.table,
+        if cand.site in rdma_sites and cand.chip in inputs.chips:
+            listed = chips_at.setdefault(cand.site, [])
+            if cand.chip not in listed:
+                listed.append(cand.chip)
+    for site, chips in chips_at.items():
+        for p_chip, d_chip in itertools.product(chips, chips):
+            for p_shape in shape_options(ev, inputs, p_chip, Role.PREFILL):
+                for d_shape in shape_options(ev, inputs, d_chip, Role.MAIN_DECODE):
+                    skeletons.append(
+                        Design(
+                            SAME_DC,
+                            choice(site, p_chip, Role.PREFILL, p_shape),
+                            choice(site, d_chip, Role.MAIN_DECODE, d_shape),
+                            None,
+                            inputs.table,
+                        )
                     )
-                )
     return skeletons
 
 
 def _colocated_skeletons(ev: Evaluator, inputs: PlannerInputs) -> list[Design]:
-    """Aggregated designs: one chip type, every instance serving both phases, in one site."""
+    """Aggregated designs: one chip type, every instance serving both phases, in one site, at
+    every chunk budget of the settings (the engine's per-iteration token budget).
+
+    An aggregated design uses no link and is priced by its chip, so the same chip in two sites
+    gives the same design: each chip is tried once, in the site that may hold the most of it
+    (the first listed on a tie), and the family's simulations are not spent twice on it.
+    """
     skeletons = []
-    seen: set[tuple[str, str]] = set()
+    sites: dict[str, str] = {}  # chip -> the site that may hold the most of it
     for cand in inputs.candidates:
-        key = (cand.site, cand.chip)
-        if key in seen or cand.chip not in inputs.chips:
+        if cand.chip not in inputs.chips:
             continue
-        seen.add(key)
-        shapes = shape_options(ev, inputs, cand.chip, Role.PREFILL)
-        shapes += shape_options(ev, inputs, cand.chip, Role.MAIN_DECODE)
+        held = sites.get(cand.chip)
+        if held is None or inputs.limit(cand.site, cand.chip) > inputs.limit(held, cand.chip):
+            sites[cand.chip] = cand.site
+    for chip, site in sites.items():
+        shapes = shape_options(ev, inputs, chip, Role.PREFILL)
+        shapes += shape_options(ev, inputs, chip, Role.MAIN_DECODE)
         for shape in dict.fromkeys(shapes):
-            skeletons.append(
-                Design(
-                    COLOCATED,
-                    choice(cand.site, cand.chip, Role.PREFILL, shape),
-                    choice(cand.site, cand.chip, Role.MAIN_DECODE, shape, 0),
-                    None,
-                    inputs.table,
+            for chunk in inputs.settings.chunk_budgets:
+                skeletons.append(
+                    Design(
+                        COLOCATED,
+                        replace(
+                            choice(site, chip, Role.PREFILL, shape),
+                            chunk_tokens=int(chunk),
+                        ),
+                        choice(site, chip, Role.MAIN_DECODE, shape, 0),
+                        None,
+                        inputs.table,
+                    )
                 )
-            )
     return skeletons

@@ -32,6 +32,7 @@ from pdd_core.planner.design import COLOCATED, Design, PoolChoice
 from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.routing import Pipeline
 from pdd_core.specs import RldMode
+from pdd_core.transfer import slow_start_extra_array
 
 
 def _rdma_s(ev: Evaluator, tokens: FloatArray) -> FloatArray:
@@ -77,7 +78,11 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
         line = ev.wan.bytes_per_s
         wan_rho = rate * float(wan_bytes.mean()) / line
         slow = 1.0 - min(wan_rho, 0.999)
-        wan_s = wan_bytes / (line * slow) + ev.wan.rtt_ms / 1000.0
+        rtt = ev.wan.rtt_ms / 1000.0
+        # Setup and TCP slow start as the simulated line charges them (``transfer``: the ramp
+        # at the line rate, whatever the share), on top of the queueing-stretched bytes.
+        ramp = slow_start_extra_array(wan_bytes, line, rtt, ev.config.wan_initial_window_bytes)
+        wan_s = ev.config.wan_setup_ms / 1000.0 + wan_bytes / (line * slow) + ramp + rtt
         stages.append(
             StageView(
                 WAN,
@@ -130,8 +135,9 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
 
     # P: prefill compute (plus the relay's decode steps when RLD shares P's instances).
     service = ev.prefill_service(design.prefill.chip, design.prefill.shape)
+    occupied = ev.prefill_occupancy(design.prefill.chip, design.prefill.shape)
     p_servers = design.prefill.instances
-    p_work = float(service.mean()) + rld_busy_per_request
+    p_work = float(occupied.mean()) + rld_busy_per_request
     p_rho = rate * p_work / max(p_servers, 1)
     detail = f"mean prefill {float(service.mean()):.2f} s"
     if shared:
@@ -140,7 +146,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     if p_rho >= MAX_UTILISATION:
         violations.append(Violation(PREFILL, f"{PREFILL}: P would be {p_rho:.0%} busy"))
         saturated = True
-    p_wait = gg_wait(p_servers, rate, service + rld_busy_per_request, p.arrival_cv2)
+    p_wait = gg_wait(p_servers, rate, occupied + rld_busy_per_request, p.arrival_cv2)
 
     # MD (or same-dc D): decode slots.
     dec = design.decode
@@ -213,12 +219,13 @@ def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     rate = p.rate_rps
     pool = design.prefill
     service = ev.prefill_service(pool.chip, pool.shape)
+    occupied = ev.prefill_occupancy(pool.chip, pool.shape)
     b, step, _ = ev.decode_batch(pool.chip, pool.shape, drc=False)
     violations: list[Violation] = []
     stages: list[StageView] = []
     servers = pool.instances
     decode_work = float((p.output_tokens * step / b).mean()) if b else math.inf
-    prefill_work = float(service.mean())
+    prefill_work = float(occupied.mean())
     work = prefill_work + decode_work  # instance-seconds one request costs
     prefill_share = rate * prefill_work / max(servers, 1)
     rho = rate * work / max(servers, 1)
@@ -239,7 +246,7 @@ def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
             Violation(Constraint.COLOCATED, f"colocated instances would be {rho:.0%} busy")
         )
         saturated = True
-    wait = gg_wait(servers, rate, service + decode_work, p.arrival_cv2)
+    wait = gg_wait(servers, rate, occupied + decode_work, p.arrival_cv2)
     u0, e0 = ev.draws(0)
     # A prefill shares its instance's iterations with the running decodes, so it advances at
     # the share of time they leave it.

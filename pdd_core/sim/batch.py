@@ -20,6 +20,7 @@ from bisect import bisect_left
 from collections import deque
 
 from pdd_core import perf
+from pdd_core.cache import RadixCache
 from pdd_core.estimates import occupancy
 from pdd_core.predict import DecodeState
 from pdd_core.sim.steps import PrefillMemo, StepModel
@@ -49,7 +50,10 @@ class RunningBatch(StepModel):
         self.max_batch = max_batch
         self.batch: dict[int, Seq] = {}  # by ticket: insertion (admission) order
         self.waiting: deque[Seq] = deque()
-        self.kv_used = 0
+        self.kv_used = 0  # own pages of the batch, plus the pinned prefix pages of ``pool_cache``
+        # A prefix cache whose pages share this KV pool (a colocated instance's): a running
+        # sequence pins its shared prefix there, counted once however many sequences share it.
+        self.pool_cache: RadixCache | None = None
         self.last_step_s = 0.0
         self.preemptions = 0
         self._remaining = 0  # tokens still to emit, summed over the running batch
@@ -244,3 +248,15 @@ class RunningBatch(StepModel):
         self.kv_used -= seq._allocated
         seq._allocated = 0
         seq.in_batch = False
+        if seq.pinned:
+            self._unpin(seq)
+
+    def _unpin(self, seq: Seq) -> None:
+        """Release ``seq``'s pins; the prefix pages no other sequence pins leave the pool's
+        count (they stay cached, evictable: free pages to a KV allocator)."""
+        cache = self.pool_cache
+        assert cache is not None
+        before = cache.pinned_blocks()
+        cache.unpin(seq.pinned)
+        seq.pinned = ()
+        self.kv_used -= (before - cache.pinned_blocks()) * cache.block_size

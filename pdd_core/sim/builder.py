@@ -122,8 +122,9 @@ def _instances(
                     tp=pool.shape,
                     kv_tokens=kv_tokens,
                     max_batch=config.max_batch,
-                    chunk_tokens=config.prefill_chunk_tokens,
+                    chunk_tokens=pool.chunk_tokens or config.prefill_chunk_tokens,
                     cache=radix,
+                    shares_pool=cache == "prefix" and role is None,
                 )
             )
     return instances

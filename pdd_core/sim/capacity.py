@@ -15,9 +15,14 @@ within the SLA?", and BCR is that capacity over the design's cost per hour.
 - **The SLA is ``pdd_core.metrics.window_sla``** over every request offered: rejected requests
   count as misses, so shedding load cannot buy a met SLA.
 - **Search**: from factor 1, double (or halve) until the verdict flips, then bisect
-  ``iterations`` times. Capacity is the offered rate (requests over their arrival span) at the
-  highest factor that met the SLA; 0 when even ``min_factor`` misses it. The verdict need not
-  be monotone in the factor (queues are noisy); bisection returns one boundary.
+  ``iterations`` times. Capacity is the offered rate of the load's schedule (requests over
+  their arrival span as given) at the highest factor that met the SLA; 0 when even
+  ``min_factor`` misses it. The verdict need not be monotone in the factor (queues are noisy);
+  bisection returns one boundary. This single-seed search ranks routing tables and sweep
+  points by the load they carry; under closed-loop sessions (``SimConfig.closed_loop``: a turn
+  arrives after its predecessor's answer plus think time) the schedule's rate is an upper bound
+  of what the design achieves, and the verdict's statistic (``sim.measure``) reports the
+  achieved rate (``arrived_rps``: requests over their simulated arrival span).
 """
 
 from __future__ import annotations
@@ -70,6 +75,20 @@ def offered_rps(requests: Sequence[Request]) -> float:
         return 0.0
     span = requests[-1].arrival_s - requests[0].arrival_s
     return len(requests) / span if span > 0 else 0.0
+
+
+def arrived_rps(records: Sequence[RequestRecord]) -> float:
+    """Requests over the span of their arrivals *as simulated* (0 for fewer than two).
+
+    An open-loop run's records arrive at the trace's times, so this is ``offered_rps`` of its
+    requests; a closed-loop run's later turns arrive when the design let them (answer plus
+    think time), so this is the rate the design achieved with those sessions.
+    """
+    if len(records) < 2:
+        return 0.0
+    first = min(r.arrival_s for r in records)
+    last = max(r.arrival_s for r in records)
+    return len(records) / (last - first) if last > first else 0.0
 
 
 def scale_sessions(requests: Sequence[Request], factor: float, *, seed: int = 0) -> list[Request]:

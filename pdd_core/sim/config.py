@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pdd_core.specs import PoolSpec, Role, Topology
+from pdd_core.transfer import IW10_BYTES
 
 
 class Policy(StrEnum):
@@ -48,10 +49,16 @@ class SimConfig:
     - ``wan_bin_s``: width of the WAN utilisation time bins (peak Gbps is over these bins).
     - ``seed``: seeds link jitter (and the generator, when the scenario uses it).
     - ``wan_setup_ms``: fixed setup of each WAN transfer (block lookup, registration, request
-      message), paid on top of the round trip; it uses no bandwidth.
-    - ``wan_initial_window_bytes``: TCP initial congestion window of a WAN transfer (RFC 6928's
-      IW10 is 10 x 1460 = 14,600 bytes); 0 means connections stay warm (long-lived, with
-      ``net.ipv4.tcp_slow_start_after_idle = 0``) and no transfer pays slow start.
+      message), paid on top of the round trip; it uses no bandwidth. Default 0: the transfer's
+      request message is the one round trip already charged, and connections are pooled (no
+      handshake per transfer).
+    - ``wan_initial_window_bytes``: TCP initial congestion window of a WAN transfer. Default
+      ``IW10_BYTES``, RFC 6928's initial window of 10 segments of a 1,460-byte MSS (Linux's
+      default since 2.6.39): Linux also defaults to ``net.ipv4.tcp_slow_start_after_idle = 1``
+      (RFC 2861 / RFC 7661 congestion-window validation), which restarts a pooled connection
+      from that window once it has been idle longer than its retransmission timeout (at least
+      200 ms), so a handoff between two requests' turns pays slow start. 0 means connections
+      stay warm (``tcp_slow_start_after_idle = 0``) and no transfer pays it.
     - ``closed_loop``: a session's next turn arrives when its previous turn has ended plus
       the trace's gap between them (tool/think time; ``pdd_core.sim.sessions``), instead of
       at its trace time.
@@ -66,7 +73,7 @@ class SimConfig:
     wan_bin_s: float = 10.0
     seed: int = 0
     wan_setup_ms: float = 0.0
-    wan_initial_window_bytes: float = 0.0
+    wan_initial_window_bytes: float = IW10_BYTES
     closed_loop: bool = False
 
     def __post_init__(self) -> None:

@@ -355,7 +355,14 @@ class Simulator(Features):
             seq = flight.relay
             if not isinstance(seq, Seq):
                 flight.md_ready = True
-            elif not seq.in_batch and relay.withdraw(seq):
+            elif (
+                not seq.in_batch
+                and self._md_admission_wait(flight, request.input_tokens) == 0.0
+                and relay.withdraw(seq)
+            ):
+                # RLD has not started it and MD has room now: MD takes it from the start.
+                # Without room, RLD keeps it (masking MD's queue is what the relay is for,
+                # as ``on_probe`` does) and the handoff waits for RLD's step boundary.
                 flight.relay = None
                 self._md_join(flight, t)
             else:

@@ -21,11 +21,22 @@ a colocated instance serves both. Work is done in *iterations*, as in those engi
   batch composition, never per token.
 
 KV memory is paged: a sequence is admitted (FIFO) when a batch slot is free and the pool holds
-its current context, and its pages grow by one token per step. When the pool cannot hold the
+its current context, and its pages grow by one token per step. A decoding sequence attends to
+its whole context, so all of it occupies HBM: on a colocated instance the prefix it shares with
+the instance's prefix cache is in the same pool, pinned there while it runs and counted once
+however many running sequences share it (vLLM's and SGLang's prefix pages are referenced, not
+copied, and a referenced page cannot be evicted); cached pages no running sequence references
+are evictable, free pages to the allocator. When the pool cannot hold the
 next step, the most recently admitted sequences are preempted (vLLM's recompute policy): their
 pages are freed, they go back to the head of the queue, and on readmission their context is
 recomputed by a prefill pass before they decode again. The first token of a request is the one
 sampled at the end of its prefill: the decoding instance emits it when it admits the sequence.
+
+With pipeline parallelism (``pp > 1``) an iteration's pass ends ``fill_s`` after its first stage
+frees (``pdd_core.pipeline``): the instance starts its next iteration when the first stage is
+free, so up to ``pp`` iterations are in flight as in vLLM's virtual engines and SGLang's chunked
+pipeline, and a prefill job whose last chunk ran is done ``fill_s`` later (one request's latency).
+Decode steps wait for their previous tokens, so they are never overlapped.
 
 The running batch's bookkeeping (per change, not per sequence and step) is ``batch.py``'s.
 """
@@ -65,8 +76,11 @@ class Instance(RunningBatch):
         chunk_tokens: int,
         cache: RadixCache | None = None,
         memo: PrefillMemo | None = None,
+        shares_pool: bool = False,
     ) -> None:
         super().__init__(host, model, chip, tp, memo, kv_tokens=kv_tokens, max_batch=max_batch)
+        if shares_pool:
+            self.pool_cache = cache
         self.name = name
         self.role = role
         self.chunk_tokens = chunk_tokens
@@ -82,6 +96,7 @@ class Instance(RunningBatch):
         self._s0 = 0.0
         self._s1 = 0.0
         self._chunks: list[tuple[Job, int]] = []
+        self._fill = 0.0  # of the iteration in flight: its pass's latency after the first stage
 
     # ---- work arriving ----------------------------------------------------------------------
 
@@ -151,6 +166,7 @@ class Instance(RunningBatch):
 
     def _settle_prefill(self, now: float) -> None:
         chunks, self._chunks = self._chunks, []
+        fill = self._fill
         for job, chunk in chunks:
             job.remaining -= chunk
             job.cached += chunk
@@ -158,19 +174,32 @@ class Instance(RunningBatch):
                 self.jobs.remove(job)
                 left = self.backlog_s - job.estimate_s  # ``max(0.0, left)`` written out
                 self.backlog_s = left if left > 0.0 else 0.0
-                job.on_done(now)
+                if fill:  # its last micro-batch still drains through the later stages
+                    self._done_later(job, now + fill)
+                else:
+                    job.on_done(now)
+
+    def _done_later(self, job: Job, done: float) -> None:
+        self.host.schedule(done, lambda: job.on_done(done))
 
     def _admit(self, now: float) -> None:
         waiting = self.waiting
         while waiting and len(self.batch) < self.max_batch:
             seq = waiting[0]
-            need = seq.context - seq.shared + 1
+            own = seq.context - seq.shared + 1
+            need = own
+            if seq.shared and self.pool_cache is not None:
+                pinned, missing = self._pin(seq)
+                own += missing
+                need = own + pinned
             # A sequence larger than the whole pool runs alone rather than blocking forever.
             if self.kv_used + need > self.kv_tokens and self.batch:
+                if seq.pinned:
+                    self._unpin_unadmitted(seq)
                 break
             waiting.popleft()
             self.kv_used += need
-            seq._allocated = need
+            seq._allocated = own
             seq.in_batch = True
             if seq.preempted:
                 seq.preempted = False
@@ -189,6 +218,26 @@ class Instance(RunningBatch):
                     self.host.on_seq_finished(seq, now)
                     continue
             self._join(seq)
+
+    def _pin(self, seq: Seq) -> tuple[int, int]:
+        """Pin ``seq``'s shared prefix in the pool's prefix cache. Returns the tokens of the
+        pages no running sequence pinned yet (they now count in the pool), and the tokens of
+        the prefix evicted since its prefill (the sequence then holds them as its own)."""
+        cache = self.pool_cache
+        assert cache is not None
+        size = cache.block_size
+        hashes = seq.flight.request.block_hashes[: math.ceil(seq.shared / size)]
+        before = cache.pinned_blocks()
+        held = cache.pin(hashes)
+        seq.pinned = hashes[:held]
+        return (cache.pinned_blocks() - before) * size, max(0, seq.shared - held * size)
+
+    def _unpin_unadmitted(self, seq: Seq) -> None:
+        """Undo ``_pin`` for a sequence that did not fit (nothing was added to ``kv_used``)."""
+        cache = self.pool_cache
+        assert cache is not None
+        cache.unpin(seq.pinned)
+        seq.pinned = ()
 
     def _recompute(self, seq: Seq, now: float) -> None:
         """Rebuild a preempted sequence's KV (a prefill of its context), then let it decode."""
@@ -213,6 +262,8 @@ class Instance(RunningBatch):
             self.kv_used -= seq._allocated
             seq._allocated = 0
             seq.in_batch = False
+            if seq.pinned:
+                self._unpin(seq)
             seq.preempted = True
             self.preemptions += 1
             self.waiting.appendleft(seq)
@@ -262,14 +313,16 @@ class Instance(RunningBatch):
         return self.prefill_timing(math.ceil(total / len(chunks)), round(cached), len(chunks))
 
     def _start_prefill(self, now: float) -> None:
-        seconds = self._take_chunks(self.chunk_tokens, now).seconds
+        timing = self._take_chunks(self.chunk_tokens, now)
+        fill = self._fill = timing.fill_s
         self._kind = "prefill"
-        self._start, self._end = now, now + seconds
+        self._start, self._end = now, now + (timing.seconds - fill if fill else timing.seconds)
 
     def _start_mixed(self, now: float) -> None:
         batch = self.batch
         b = len(batch)
         timing = self._take_chunks(max(1, self.chunk_tokens - b), now)
+        self._fill = timing.fill_s
         seconds = self.mixed_time(timing, b, self._context)
         self.last_step_s = seconds
         self._s0 = self._s1 = seconds

@@ -155,8 +155,18 @@ class StepModel:
 
         FLOPs add; the weights are read once (the prefill's read, which touches at least the
         experts the step does), plus the step's KV reads; communication adds; one launch.
+        Pipelined (``prefill.fill_s`` > 0): the step goes round the pipeline as a decode step
+        does, with the chunks riding in its micro-batches, and the chunks count only for the
+        periods they occupy the first stage (``1 - fill_s / seconds`` of their pass,
+        ``pdd_core.pipeline``); the weights are read at least once per micro-batch of the step
+        (``m0``). The chunks finish ``fill_s`` after the iteration (``Instance``).
         """
-        c0, c_slope, _m0, m_slope, fixed = self._lines(batch)
+        c0, c_slope, m0, m_slope, fixed = self._lines(batch)
+        if prefill.fill_s:
+            share = 1.0 - prefill.fill_s / prefill.seconds
+            compute = share * prefill.compute_s + c0 + c_slope * total_context
+            memory = max(share * prefill.memory_s, m0) + m_slope * total_context
+            return max(compute, memory) + share * prefill.comm_s + fixed
         compute = prefill.compute_s + c0 + c_slope * total_context
         memory = prefill.memory_s + m_slope * total_context
         return max(compute, memory) + prefill.comm_s + fixed

@@ -61,7 +61,9 @@ class Seq:
 
     ``shared`` is the prefix it references in the instance's radix cache (MD's DRC, a
     colocated instance's prefix cache) instead of holding a copy, as SGLang's radix pages are
-    shared; ``allocated`` is the KV (in tokens) its own pages hold; ``preempted`` marks a
+    shared (on a colocated instance those pages are in the same KV pool: the sequence pins
+    them, ``pinned``, and a page pinned by several sequences counts once); ``allocated`` is
+    the KV (in tokens) its own pages hold; ``preempted`` marks a
     sequence whose pages were freed and whose context must be recomputed on readmission.
 
     While it is in a batch, the instance does not touch it at every step: ``done``,
@@ -81,6 +83,7 @@ class Seq:
         "gap_from",
         "in_batch",
         "mark",
+        "pinned",
         "preempted",
         "probe",
         "role",
@@ -101,6 +104,9 @@ class Seq:
         self.probe = False
         self.in_batch = False
         self.preempted = False
+        # The shared prefix's block hashes this sequence pins in its instance's prefix cache
+        # while it holds pages there (``Instance._admit``).
+        self.pinned: tuple[int, ...] = ()
         # Kept by the instance whose batch holds the sequence (``Instance._join``): its place
         # in the batch order, the instance's step clock and the clock's count when the stored
         # counters were last brought up to date, and the first of the instance's segments

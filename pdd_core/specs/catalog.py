@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,50 @@ def _build(cls: type[Any], raw: Mapping[str, Any], extra_ok: frozenset[str]) -> 
     return cls(**{k: v for k, v in raw.items() if k in known})
 
 
+# Published kernel measurements a chip entry may carry under ``measured`` (absolute rates on
+# that chip, each with its source in ``source``): BF16 GEMM and attention TFLOP/s, HBM TB/s.
+MEASURED_KEYS = frozenset({"gemm_bf16_tflops", "attention_bf16_tflops", "hbm_tbps", "source"})
+
+
 def chip_from_dict(raw: Mapping[str, Any]) -> ChipSpec:
-    """Build a ChipSpec from a catalog entry (``price_per_hour_usd`` maps to price_per_hour)."""
+    """Build a ChipSpec from a catalog entry (``price_per_hour_usd`` maps to price_per_hour).
+
+    An entry's ``measured`` kernels bound its efficiencies: where the catalog's figure is above
+    what a published measurement on that chip reaches (GEMM or attention TFLOP/s over the dense
+    BF16 peak; HBM TB/s over the rated bandwidth), the measured figure is used.
+    """
     data = dict(raw)
     if "price_per_hour_usd" in data:
         data["price_per_hour"] = data.pop("price_per_hour_usd")
+    measured = data.pop("measured", None)
     spec: ChipSpec = _build(ChipSpec, data, frozenset({"notes", "estimate"}))
-    return spec
+    if measured is None:
+        return spec
+    return measured_bound(spec, measured)
+
+
+def measured_bound(spec: ChipSpec, measured: Mapping[str, Any]) -> ChipSpec:
+    """``spec`` with each efficiency at most what ``measured`` kernels reach on it."""
+    if not isinstance(measured, Mapping) or not measured.get("source"):
+        raise ValueError(f"ChipSpec {spec.id}: measured must be a table with its source")
+    unknown = sorted(set(measured) - MEASURED_KEYS)
+    if unknown:
+        raise ValueError(f"ChipSpec {spec.id}: unknown measured keys {unknown}")
+    for key in MEASURED_KEYS - {"source"}:
+        value = measured.get(key)
+        if value is not None and (isinstance(value, bool) or not float(value) > 0):
+            raise ValueError(f"ChipSpec {spec.id}: measured {key} must be positive, got {value!r}")
+    compute = [
+        float(measured[k]) / spec.bf16_tflops
+        for k in ("gemm_bf16_tflops", "attention_bf16_tflops")
+        if measured.get(k) is not None
+    ]
+    memory = [float(measured["hbm_tbps"]) / spec.hbm_tbps] if measured.get("hbm_tbps") else []
+    return replace(
+        spec,
+        compute_efficiency=min([spec.compute_efficiency, *compute]),
+        memory_efficiency=min([spec.memory_efficiency, *memory]),
+    )
 
 
 def model_from_dict(raw: Mapping[str, Any]) -> ModelSpec:

@@ -71,6 +71,11 @@ class PoolSpec:
     Each instance is ``tp x pp x dp`` chips (``specs.shape.InstanceShape``; ``ep`` is 1 or
     ``tp x dp``); a drained pool has 0 instances. A ``Topology`` that knows the chip and model
     validates the shape with ``specs.shape.check_shape``.
+
+    ``chunk_tokens`` is the engine's token budget per iteration (chunked prefill: vLLM's
+    ``max_num_batched_tokens``, SGLang's ``chunked_prefill_size``): part of the design, since it
+    trades a colocated instance's TPOT against its prefill throughput. None means the run's
+    ``SimConfig.prefill_chunk_tokens``.
     """
 
     site: str
@@ -82,6 +87,7 @@ class PoolSpec:
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    chunk_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):
@@ -91,6 +97,10 @@ class PoolSpec:
                 raise SpecError("role", f"must be P, RLD or MD, got {self.role!r}") from None
         require_positive(self, "tp", "pp", "dp", "ep")
         require_non_negative(self, "instances")
+        chunk = self.chunk_tokens
+        bad = isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1
+        if chunk is not None and bad:
+            raise SpecError("chunk_tokens", f"must be a positive integer, got {chunk!r}")
 
     @property
     def shape(self) -> InstanceShape:

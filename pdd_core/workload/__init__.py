@@ -4,6 +4,7 @@ Everything that consumes requests (the simulator, the router, the trace tool, th
 takes ``Request`` objects, whichever trace or generator produced them.
 """
 
+from pdd_core.workload.fixed import FixedWorkload, generate_fixed
 from pdd_core.workload.generator import AgenticWorkload, generate_agentic
 from pdd_core.workload.readers import (
     DEFAULT_BLOCK_SIZE,
@@ -22,12 +23,14 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "FORMATS",
     "AgenticWorkload",
+    "FixedWorkload",
     "Request",
     "Trace",
     "TraceFormatError",
     "TraceStats",
     "detect_format",
     "generate_agentic",
+    "generate_fixed",
     "read_azure",
     "read_mooncake",
     "read_qwen",

@@ -80,6 +80,9 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+SIZES = {"1440": (1440, 900), "390": (390, 844)}
+
+
 def screenshot(page: Any, name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"

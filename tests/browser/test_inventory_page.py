@@ -24,6 +24,7 @@ def test_operator_logs_in_and_sees_the_demo_inventory(live_server_url: str, page
     assert page.inner_text("#site-dc-a h2").startswith("Datacenter A")
     assert "b-main" in page.inner_text("#site-dc-b")
     assert "dc-a-dc-b" in page.inner_text("#links")
+    page.click("header.top nav >> text=Catalogue")  # the chips and models have their own page
     assert page.locator("#chips tbody tr").count() >= 14
     color = page.eval_on_selector("header.top", "e => getComputedStyle(e).backgroundColor")
     assert color == "rgb(255, 255, 255)"  # the stylesheet loaded

@@ -64,7 +64,7 @@ def test_operator_plans_sees_the_bathtub_and_activates(eager_server: str, page: 
     assert page.locator("#plan-create").count() == 0
 
 
-def test_a_plan_worse_than_its_baseline_warns_with_reasons_before_activation(
+def test_a_plan_the_planner_judges_within_noise_warns_before_activation(
     eager_server: str, page: Any
 ) -> None:
     import copy
@@ -75,20 +75,26 @@ def test_a_plan_worse_than_its_baseline_warns_with_reasons_before_activation(
     result = copy.deepcopy(DONE_RESULT)
     result["predicted"] = {"cost_per_hour": 132.0, "bcr": 0.0060, "goodput_rps": 0.79,
                            "sla_met": True}  # fmt: skip
-    result["baseline"] = {"found": True, "cost_table": [], "predicted": {
-        "cost_per_hour": 128.0, "bcr": 0.0071, "goodput_rps": 0.91, "sla_met": True}}  # fmt: skip
+    result["reasons"]["verdict"] = {
+        "recommended": "pdd",
+        "judgement": "within noise",
+        "sentence": "Within noise: PDD costs $132.0/h against $128.0/h",
+        "tolerance": "PDD is said to pay only when the interval lies above 1",
+    }
     plan = Plan.objects.create(scenario="small.toml", inputs={}, status=PlanStatus.DONE,
                                result=result, progress=100)  # fmt: skip
     User.objects.create_superuser("boss", "boss@example.com", "boss-pass-123")
 
     log_in(page, eager_server, "boss", "boss-pass-123")
     page.goto(f"{eager_server}/plans/{plan.pk}/")
+    assert "within noise" in page.inner_text("#plan-verdict")
+    assert "interval lies above 1" in page.inner_text("#plan-tolerance")
     page.click("#activate")
 
     assert page.is_visible("#activate-dialog")
     warning = page.inner_text("#activate-warning")
-    assert "This plan does not beat its baseline:" in warning
-    assert "it costs more: $132.0/h against the baseline's $128.0/h (+3.1%)" in warning
+    assert "Before activating this plan:" in warning
+    assert "the planner judges PDD's advantage within noise" in warning
     assert page.inner_text("#activate-confirm") == "Activate anyway"
     screenshot(page, "plan-warning")
     page.click("#activate-cancel")

@@ -6,11 +6,12 @@ import pytest
 from django.apps import apps
 from django.db import models
 
-from controlplane.agents.models import AgentRole
+from controlplane.agents.models import AgentRole, AgentState
 from controlplane.core.choices import HandoffMode, Pipeline
 from controlplane.inventory.models import AttentionKind, LinkKind, Role
 from pdd_core import routing, specs
 from pdd_core.agent import config as agent_config
+from pdd_core.agent import desired
 
 PDD_PIPELINES = {routing.Pipeline.P_MD, routing.Pipeline.P_RLD_MD, routing.Pipeline.P_RLD}
 
@@ -29,6 +30,7 @@ PDD_PIPELINES = {routing.Pipeline.P_MD, routing.Pipeline.P_RLD_MD, routing.Pipel
         # the agent processes pdd_core runs: the configured agents and the WAN link emulator
         (AgentRole, {r.value for r in agent_config.ProcessRole}),
         (AgentRole, {*agent_config.ROLES, "wan"}),
+        (AgentState, {s.value for s in desired.RolloutState}),
     ],
 )  # fmt: skip
 def test_django_choices_are_the_pdd_core_enum(
@@ -37,7 +39,7 @@ def test_django_choices_are_the_pdd_core_enum(
     assert set(choices.values) == stored
 
 
-PDD_CHOICES = (Role, LinkKind, AttentionKind, Pipeline, HandoffMode, AgentRole)
+PDD_CHOICES = (Role, LinkKind, AttentionKind, Pipeline, HandoffMode, AgentRole, AgentState)
 # Vocabularies of the control plane's own (no pdd_core enum stands behind them).
 OWN = {
     "accounts.ApiToken.scope", "billing.InvoiceLine.kind", "planning.Plan.status",

@@ -41,6 +41,20 @@ def test_docs_page_served_to_authenticated_users(browser_operator: Any) -> None:
     assert browser_operator.get("/api/docs/").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
+def test_docs_pages_send_an_anonymous_browser_to_the_login_and_back(client: Any, path: str) -> None:
+    response = client.get(path)
+
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/login/?next={path}"
+
+
+def test_docs_pages_still_answer_a_bad_token_with_401(client: Any) -> None:
+    response = client.get("/api/docs/", HTTP_AUTHORIZATION="Bearer pdd_nope_nope")
+
+    assert response.status_code == 401
+
+
 @pytest.mark.parametrize("scope", ["operator", "viewer", "billing", "agent"])
 @pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
 def test_docs_pages_are_served_to_every_token_scope(

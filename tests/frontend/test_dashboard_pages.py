@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_overview_embeds_the_series_and_loads_plotly_locally(browser_operator: Any) -> None:
-    factories.tenant(slug="acme")
+    factories.record_world("acme")
     records_ingest(records=[record_at(timezone.now() - timezone.timedelta(seconds=6))])
 
     response = browser_operator.get("/")

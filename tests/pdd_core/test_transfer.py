@@ -10,12 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pdd_core.fairshare import FairShareLink, FlowCompletion
+from pdd_core.sim.config import SimConfig
 from pdd_core.specs import LinkKind, LinkSpec
 from pdd_core.transfer import (
+    IW10_BYTES,
     MIN_BANDWIDTH_FACTOR,
     JitterDraws,
     ideal_transfer_s,
     sample_jitter,
+    slow_start_extra_array,
     slow_start_extra_s,
     transfer_time,
 )
@@ -110,6 +113,37 @@ def test_slow_start_adds_round_trips_until_the_window_covers_the_share() -> None
     assert slow_start_extra_s(GB, 1e9, 0.01, 0.0) == 0.0
     # 2.5e6 B: one full round (1e6 B), then the 2e6 B window holds the rest.
     assert slow_start_extra_s(2.5e6, 1e9, 0.01, 1e6) == pytest.approx(0.01 - 1e6 / 1e9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.floats(min_value=0.0, max_value=5e9), min_size=1, max_size=20),
+    gbps=st.floats(min_value=0.5, max_value=400.0),
+    rtt_ms=st.floats(min_value=0.0, max_value=100.0),
+    window=st.sampled_from([0.0, 1460.0, 14_600.0, 1e6]),
+)
+def test_the_array_form_of_slow_start_is_the_scalar_one(
+    sizes: list[float], gbps: float, rtt_ms: float, window: float
+) -> None:
+    share = gbps * 1.25e8
+    got = slow_start_extra_array(np.array(sizes), share, rtt_ms / 1e3, window)
+    want = [slow_start_extra_s(n, share, rtt_ms / 1e3, window) for n in sizes]
+    assert got.tolist() == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_the_default_initial_window_ships_100_reference_tokens_in_eight_extra_rounds() -> None:
+    # 100 tokens of the reference model's KV (50,752 B each) on its 20 Gbps, 20 ms line: warm,
+    # 22.03 ms; from RFC 6928's 14,600-byte window, eight round trips of slow start (windows of
+    # 14,600 x 2^k, k < 8, send 3.72 MB; the ninth window finishes the 5.08 MB), 180.5 ms
+    # (issue #25 quotes a 185 ms public mean).
+    nbytes, share = 100 * 50_752, 20 * 1.25e8
+    assert SimConfig().wan_initial_window_bytes == IW10_BYTES == 14_600
+    warm = ideal_transfer_s(nbytes, share, 0.02)
+    assert warm == pytest.approx(0.02203008)
+    cold = ideal_transfer_s(nbytes, share, 0.02, initial_window_bytes=IW10_BYTES)
+    ramp = sum(0.02 - 14_600 * 2**k / share for k in range(8))
+    assert cold == pytest.approx(warm + ramp)
+    assert cold == pytest.approx(0.18054088)
 
 
 def test_ideal_transfer_adds_setup_slow_start_and_one_rtt() -> None:

@@ -282,3 +282,14 @@ def test_azure_trace_reads_whole_without_prefix_information(path: Path, requests
     assert len(trace.requests) == requests
     assert trace.skipped == 0
     assert trace_stats(trace.requests, block_size=None).token_weighted_hit == 0
+
+
+def test_the_shipped_full_mooncake_trace_reads_from_xz_like_the_plain_file() -> None:
+    # The scenario's default workload: the whole conversation trace, compressed in fixtures.
+    shipped = read_trace(SAMPLES / "mooncake_conversation_trace.jsonl.xz")
+    assert shipped.format == "mooncake"
+    assert len(shipped.requests) == 12_031
+    sample = read_trace(SAMPLES / "mooncake_conversation_sample.jsonl")
+    assert shipped.requests[:200] == sample.requests
+    if CONVERSATION.exists():
+        assert shipped.requests == read_trace(CONVERSATION).requests

@@ -90,7 +90,8 @@ def test_integers_past_the_column_range_in_a_record_are_400(agent: Any, value: i
     assert "output_tokens" in response.json()["error"]["fields"]["records"]["0"]
 
 
-@pytest.mark.parametrize("value", [2**63, 10**30])
+# The same on every backend: SQLite answers PostgreSQL's column ranges (core/sqlite3).
+@pytest.mark.parametrize("value", [2**31, 2**63 - 1, 2**63, 10**30])
 def test_integers_past_the_column_range_in_inventory_are_400(operator: Any, value: int) -> None:
     site = factories.site()
     chip = factories.chip()
@@ -156,3 +157,114 @@ def test_nul_in_the_url_is_400(operator: Any, path: str) -> None:
 
     assert response.status_code == 400
     assert response.json()["error"]["message"] == ("The URL must not contain NUL (%00) characters.")
+
+
+@pytest.mark.parametrize("position", ["abc", "-1", "1.5", "²", str(2**63), str(10**30)])
+def test_a_usage_cursor_whose_position_is_not_an_id_is_404(operator: Any, position: str) -> None:
+    import base64
+
+    cursor = base64.b64encode(f"p={position}".encode()).decode()
+
+    response = operator.get("/api/v1/billing/usage-records/", {"cursor": cursor})
+
+    assert response.status_code == 404
+    assert response.json()["error"] == {
+        "status": 404, "code": "not_found", "message": "Invalid cursor", "fields": {},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("cursor", ["not-a-cursor", "cD0xJnI9MSZvPXh4eA==", "////"])
+def test_a_usage_cursor_that_is_not_ours_is_404(operator: Any, cursor: str) -> None:
+    # Not base64; base64 of another shape (p=1&r=1&o=xxx); base64 of bytes that are not text.
+    response = operator.get("/api/v1/billing/usage-records/", {"cursor": cursor})
+
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "Invalid cursor"
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"page_size": "abc"}, "page_size"),
+        ({"page_size": "0"}, "page_size"),
+        ({"page_size": "-3"}, "page_size"),
+        ({"is_estimate": "5"}, "is_estimate"),
+        ({"is_estimate": "%s%d 100%"}, "is_estimate"),  # formatted as a parameter, not by %
+    ],
+)
+def test_a_list_parameter_it_cannot_read_is_400_naming_it(
+    operator: Any, query: dict[str, str], field: str
+) -> None:
+    response = operator.get("/api/v1/chip-models/", query)
+
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == [field]
+
+
+def test_a_page_size_past_the_maximum_is_cut_to_it_and_an_empty_one_is_absent(
+    operator: Any,
+) -> None:
+    assert operator.get("/api/v1/sites/", {"page_size": "100000"}).status_code == 200
+    assert (
+        operator.get("/api/v1/chip-models/", {"page_size": "", "is_estimate": ""}).status_code
+        == 200
+    )
+
+
+def test_an_agent_status_that_is_not_one_is_400(operator: Any) -> None:
+    response = operator.get("/api/v1/agents/", {"status": "sleepy"})
+
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == ["status"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"slug": "s1", "name": "S", "description": 2.5e16}, "description"),
+        ({"slug": 7, "name": "S"}, "slug"),
+        ({"slug": "s1", "name": True}, "name"),
+    ],
+)
+def test_a_json_value_of_the_wrong_type_is_400_and_nothing_is_stored(
+    operator: Any, body: dict[str, Any], field: str
+) -> None:
+    from controlplane.inventory.models import Site
+
+    response = operator.post("/api/v1/sites/", body, format="json")
+
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == [field]
+    assert not Site.objects.filter(name="S").exists()
+
+
+def test_a_pool_written_with_slugs_is_created(operator: Any) -> None:
+    """Request bodies are documented in their write shape: related objects as slugs."""
+    site, chip = factories.site(slug="dc-w"), factories.chip(slug="chip-w")
+    model = factories.model_profile(slug="model-w")
+
+    response = operator.post(
+        "/api/v1/instance-pools/",
+        {"slug": "pool-w", "site": site.slug, "chip": chip.slug, "model": model.slug,
+         "role": "P", "chips_per_instance": 1},
+        format="json",
+    )  # fmt: skip
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["site"] == {"id": site.pk, "slug": "dc-w", "name": site.name}
+
+
+def test_a_trace_line_nested_5000_deep_is_400_naming_the_line(operator: Any) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    good = b'{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
+    deep = b"[" * 5000 + b"]" * 5000 + b"\n"
+    upload = SimpleUploadedFile("t.jsonl", good + deep, "application/jsonl")
+
+    response = operator.post("/api/v1/workloads/", {"name": "deep", "file": upload},
+                             format="multipart")  # fmt: skip
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "file": ["line 2: json: nested too deeply to be a trace record"]
+    }

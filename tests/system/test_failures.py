@@ -53,33 +53,44 @@ def lossy(tmp_path: Path) -> Iterator[DataPlane]:
     plane.stop()
 
 
-def test_max_tokens_beyond_the_window_is_capped_to_what_it_leaves(plane: DataPlane) -> None:
+def test_max_tokens_beyond_the_window_is_a_400_before_any_work(plane: DataPlane) -> None:
     prompt = "y" * 249  # 250 byte tokens with BOS: 50 left in this plane's 300-token window
+    journal = plane.run_dir / "journal" / "gateway.jsonl"
+    before = journal.read_text().count("\n") if journal.exists() else 0
 
-    status, _, body = post(
-        plane, "/v1/completions",
-        {"prompt": prompt, "max_tokens": 1_000_000_000, "pdd": {"pipeline": "P-RLD"}},
-    )  # fmt: skip
+    answers = [
+        post(plane, "/v1/completions", {"prompt": prompt, "max_tokens": asked})
+        for asked in (51, 10**9, 2**64)
+    ]
+    status, _, body = post(plane, "/v1/completions", {"prompt": prompt, "max_tokens": 50,
+                                                      "pdd": {"pipeline": "P-RLD"}})  # fmt: skip
 
+    for refused, _, error in answers:
+        assert refused == 400, error
+        assert (error["error"]["code"], error["error"]["param"]) == (
+            "context_length_exceeded", "max_tokens")  # fmt: skip
+        assert "leave 50" in error["error"]["message"]
     assert status == 200
-    assert body["usage"]["prompt_tokens"] == 250
     assert body["usage"]["completion_tokens"] == len(reference(prompt, 50))
+    after = journal.read_text().count("\n")
+    assert after == before + 1  # the refused ones did no work and left no record
 
 
 def test_a_request_past_the_gateways_time_limit_is_a_504_naming_it(tmp_path: Path) -> None:
-    """A long generation that outlives ``limits.request_timeout_s`` is the gateway's own bound,
-    not a silent agent: 504 naming the limit, never resumed on another agent."""
+    """A request that outlives ``limits.request_timeout_s`` (here: a prefill slower than the
+    limit, which the gateway cannot know in advance) is the gateway's own bound, not a silent
+    agent: 504 naming the limit, never resumed on another agent. One whose ``max_tokens``
+    could not be decoded within the limit at the model's decode speed is a 400 up front."""
     slow = start_plane(
         tmp_path, TINY,
         limits={"request_timeout_s": 2.0, "idle_timeout_s": 3.0},
-        engine={"decode_step_s": 0.05},  # 400 tokens take 20 s
+        engine={"decode_step_s": 0.05, "prefill_s": 2.5},  # 40 tokens take 2 s
     )  # fmt: skip
     try:
-        prompt = "story 0"  # the tiny model's greedy output has no EOS in its first 400 tokens
-        assert len(reference(prompt, 400)) == 400
-        body = {"prompt": prompt, "max_tokens": 400, "pdd": {"pipeline": "P-RLD"}}
+        body = {"prompt": "story 0", "max_tokens": 20, "pdd": {"pipeline": "P-RLD"}}
         status, _, whole = post(slow, "/v1/completions", body)
         _, _, events = post(slow, "/v1/completions", {**body, "stream": True})
+        too_long, _, refusal = post(slow, "/v1/completions", {**body, "max_tokens": 400})
     finally:
         slow.stop()
 
@@ -88,9 +99,14 @@ def test_a_request_past_the_gateways_time_limit_is_a_504_naming_it(tmp_path: Pat
     assert "limits.request_timeout_s" in whole["error"]["message"]
     errors = [e for e in events if isinstance(e, dict) and "error" in e]
     assert [e["error"]["code"] for e in errors] == ["request_timeout"], events
+    assert too_long == 400, refusal
+    assert refusal["error"]["code"] == "max_tokens_exceeds_timeout"
     assert tracebacks(slow.run_dir) == []
     log = (slow.run_dir / "gateway.log").read_text()
     assert "resuming" not in log  # nothing blamed, nothing retried
+    records = [json.loads(line) for line in (slow.run_dir / "journal" / "gateway.jsonl").open()]
+    assert [(r["sla_met"], r["output_tokens"]) for r in records] == [(False, 0), (False, 0)]
+    assert all("limits.request_timeout_s" in r["error"] for r in records)
 
 
 def test_a_burst_beyond_the_ttft_target_gets_429_with_retry_after(plane: DataPlane) -> None:

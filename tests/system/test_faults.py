@@ -7,12 +7,10 @@ routes around a silent MD (``gateway_probe``), and ``pdd up``'s supervisor resta
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -41,14 +39,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataPlane]:
 
 
 def wan(plane: DataPlane, path: str, body: dict[str, str] | None = None) -> None:
-    host, port = plane.wan_control
-    request = urllib.request.Request(
-        f"http://{host}:{port}{path}",
-        data=json.dumps(body or {}).encode(),
-        headers={"Authorization": f"Bearer {plane.config.wan.control_token}"},
-        method="POST",
-    )
-    urllib.request.urlopen(request, timeout=5).close()
+    status, answer = plane.wan_request("POST", path, body or {})
+    assert status == 200, answer
 
 
 def wait_all_up(plane: DataPlane, timeout_s: float) -> float:
@@ -109,7 +101,8 @@ def test_a_blackholed_wan_is_detected_within_2_s_and_routed_around(plane: DataPl
     failed = [s for s in sent if not s.result.ok]
     assert len(failed) / len(sent) < 0.05, [s.result.error for s in failed]
     log = (plane.run_dir / "gateway.log").read_text()
-    stamps = re.findall(r"^(\S+ \S+) \S+ md-\d has not answered a probe", log, re.M)
+    # A log line: time, level, logger, message (run.LOG_FORMAT).
+    stamps = re.findall(r"^(\S+ \S+) WARNING \S+ md-\d has not answered a probe", log, re.M)
     detected = [datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f").timestamp() for s in stamps]
     after_cut = [t - cut_at[0] for t in detected if t >= cut_at[0]]
     assert after_cut and min(after_cut) <= 2.0 + 0.5  # + the loaded box's timer slack

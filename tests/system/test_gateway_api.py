@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
-from pdd_core.agent.journal import RECORD_FIELDS
 from pdd_core.agent.supervisor import DataPlane
+from pdd_core.records import RECORD_FIELDS
 from tests.system.conftest import post
 
 pytestmark = pytest.mark.system

@@ -7,12 +7,9 @@ RLD and MD really produced tokens.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from pdd_core.agent.supervisor import DataPlane
-from pdd_core.agent.wan_control import control_request
 from pdd_core.engine.tiny import TinyConfig, TinyTransformer
 from pdd_core.engine.tokenizer import EOS, ByteTokenizer
 from tests.system.conftest import post
@@ -39,9 +36,7 @@ def complete(plane: DataPlane, prompt: str, max_tokens: int, **pdd: str) -> dict
 
 
 def counters(plane: DataPlane) -> dict:
-    status, body = asyncio.run(
-        control_request(plane.wan_control, plane.config.wan.control_token, "GET", "/counters")
-    )
+    status, body = plane.wan_request("GET", "/counters")
     assert status == 200
     return body
 

@@ -70,10 +70,11 @@ def test_up_then_replay_uses_every_pipeline_and_stops_cleanly(tmp_path: Path) ->
     assert_stopped_cleanly(up, pids)
 
 
-def test_ctrl_c_stops_every_child(tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_child_and_pdd_up_prints_no_secret(tmp_path: Path) -> None:
+    run = tmp_path / "run"
     up = subprocess.Popen(
         [sys.executable, "-m", "pdd_core", "up", str(ROOT / "fixtures/dataplane/tiny.json"),
-         "--run-dir", str(tmp_path / "run")],
+         "--run-dir", str(run)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
     )  # fmt: skip
     pids: list[int] = []
@@ -83,9 +84,17 @@ def test_ctrl_c_stops_every_child(tmp_path: Path) -> None:
         assert len(pids) == 7
     finally:
         up.send_signal(signal.SIGINT)
-        up.wait(timeout=30)
+        output, _ = up.communicate(timeout=30)
 
     assert_stopped_cleanly(up, pids)
+    # The WAN line's control token and the plane's secret are fresh per plane, 0600, and
+    # printed nowhere: the banner names the token's file, not the token.
+    printed = "\n".join(f"{k}: {v}" for k, v in seen.items()) + output
+    for name in ("wan.token", "plane.secret"):
+        secret = (run / name).read_text().strip()
+        assert len(secret) == 64 and secret not in printed, name
+        assert (run / name).stat().st_mode & 0o777 == 0o600
+    assert seen["wan control"].endswith(f"(bearer token in {run / 'wan.token'})")
 
 
 def assert_stopped_cleanly(up: subprocess.Popen[str], pids: list[int]) -> None:

@@ -16,17 +16,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pdd_core.agent.auth import WAN_TOKEN, AuthError, read_secret_file
 from pdd_core.agent.config import WanSpec, load_config
+from pdd_core.agent.supervisor import WAN_TOKEN_FILE
+from pdd_core.agent.tls import OPERATOR, TlsContexts
 from pdd_core.agent.wan_control import control_request
 
 INCIDENT_RTT_MS = 3000.0
 INCIDENT_S = 60.0
 
 
-def _degrade(wan: WanSpec, rtt_ms: float) -> tuple[int, dict[str, Any]]:
+def _degrade(wan: WanSpec, run_dir: Path, rtt_ms: float) -> tuple[int, dict[str, Any]]:
+    """``POST /degrade`` as the plane's operator: its per-plane token and ``operator``
+    certificate, both in ``pdd up``'s run directory beside the resolved configuration."""
     address = (wan.host, wan.control_port)
+    token = read_secret_file(run_dir / WAN_TOKEN_FILE, WAN_TOKEN).decode()
+    tls = TlsContexts.load(run_dir / "tls", OPERATOR).client
     body = {"rtt_ms": rtt_ms}
-    return asyncio.run(control_request(address, wan.control_token, "POST", "/degrade", body))
+    return asyncio.run(control_request(address, token, "POST", "/degrade", body, tls=tls))
 
 
 def _note(out: Any, text: str) -> None:
@@ -44,11 +51,11 @@ def wan_incident(config_path: Path, after_s: float, stop: threading.Event, log: 
         try:
             wan = load_config(config_path).wan
             normal = wan.rtt_ms
-            status, body = _degrade(wan, INCIDENT_RTT_MS)
+            status, body = _degrade(wan, config_path.parent, INCIDENT_RTT_MS)
             _note(out, f"WAN rtt {INCIDENT_RTT_MS} ms: {status} {body}")
             if stop.wait(INCIDENT_S):
                 return  # the demo is stopping: the emulator goes with it
-            status, body = _degrade(wan, normal)
+            status, body = _degrade(wan, config_path.parent, normal)
             _note(out, f"WAN rtt back to {normal} ms: {status} {body}")
-        except (OSError, ValueError, KeyError, TimeoutError) as exc:
+        except (OSError, ValueError, KeyError, TimeoutError, AuthError) as exc:
             _note(out, f"incident not run: {exc!r}")

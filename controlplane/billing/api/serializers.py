@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
+from controlplane.billing.invoicing import issued_document
 from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
-from controlplane.core.api import BriefRelatedField
+from controlplane.core.api import BriefRelatedField, StrictJsonTypes
 from controlplane.inventory.models import ModelProfile
 
 
@@ -16,14 +18,14 @@ def money(**kwargs: Any) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=20, decimal_places=6, **kwargs)
 
 
-class TenantSerializer(serializers.ModelSerializer[Tenant]):
+class TenantSerializer(StrictJsonTypes, serializers.ModelSerializer[Tenant]):
     class Meta:
         model = Tenant
         fields = ["id", "slug", "name", "currency", "is_active", "created_at"]
         read_only_fields = ["created_at"]
 
 
-class ApiKeySerializer(serializers.ModelSerializer[ApiKey]):
+class ApiKeySerializer(StrictJsonTypes, serializers.ModelSerializer[ApiKey]):
     tenant = BriefRelatedField(queryset=Tenant.objects.all())
     is_active = serializers.BooleanField(read_only=True)
 
@@ -42,7 +44,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
         fields = [*ApiKeySerializer.Meta.fields, "key"]
 
 
-class PriceBookSerializer(serializers.ModelSerializer[PriceBook]):
+class PriceBookSerializer(StrictJsonTypes, serializers.ModelSerializer[PriceBook]):
     model = BriefRelatedField(queryset=ModelProfile.objects.all())
     miss_input_per_mtok = money(min_value=0)
     hit_input_per_mtok = money(min_value=0)
@@ -66,7 +68,19 @@ class UsageRecordSerializer(serializers.ModelSerializer[UsageRecord]):
     class Meta:
         model = UsageRecord
         fields = ["id", "request_id", "tenant", "model", "site", "pipeline", "time", "miss_tokens",
-                  "hit_tokens", "output_tokens", "sla_met", "received_at"]  # fmt: skip
+                  "hit_tokens", "output_tokens", "sla_met", "config_version",
+                  "received_at"]  # fmt: skip
+
+
+class _GroupedVersion(serializers.IntegerField):
+    """A row's ``config_version``: present (possibly null: usage before any plan) only when the
+    usage is grouped by it. DRF answers null for an absent key of a nullable field, so an
+    absent key is skipped here instead."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        if "config_version" not in instance:
+            raise SkipField()
+        return instance["config_version"]
 
 
 class UsageRowSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -75,6 +89,9 @@ class UsageRowSerializer(serializers.Serializer):  # type: ignore[type-arg]
     site = serializers.CharField(required=False)
     pipeline = serializers.CharField(required=False)
     tenant = serializers.CharField(required=False)
+    config_version = _GroupedVersion(
+        required=False, allow_null=True, help_text="null: routed by the gateway's file alone"
+    )
     requests = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     miss_tokens = serializers.IntegerField()
@@ -100,20 +117,26 @@ class UsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 class InvoiceLineSerializer(serializers.ModelSerializer[InvoiceLine]):
     """An invoice line (stored, or a draft's unsaved one) with its price-book version's
-    prices."""
+    prices; ``priced`` false flags usage no price book covers (no prices, amounts zero, not in
+    the total)."""
 
-    price_book = serializers.IntegerField(source="price_book.pk")
-    miss_input_per_mtok = money(source="price_book.miss_input_per_mtok")
-    hit_input_per_mtok = money(source="price_book.hit_input_per_mtok")
-    output_per_mtok = money(source="price_book.output_per_mtok")
+    priced = serializers.SerializerMethodField()
+    price_book = serializers.IntegerField(source="price_book.pk", allow_null=True)
+    miss_input_per_mtok = money(source="price_book.miss_input_per_mtok", allow_null=True)
+    hit_input_per_mtok = money(source="price_book.hit_input_per_mtok", allow_null=True)
+    output_per_mtok = money(source="price_book.output_per_mtok", allow_null=True)
 
     class Meta:
         model = InvoiceLine
-        fields = ["kind", "usage_period", "model", "price_book", "miss_input_per_mtok",
+        fields = ["kind", "usage_period", "model", "config_version", "priced", "price_book",
+                  "miss_input_per_mtok",
                   "hit_input_per_mtok", "output_per_mtok", "requests", "sla_met_requests",
                   "miss_tokens", "hit_tokens", "output_tokens", "miss_amount", "hit_amount",
                   "output_amount", "amount", "saving"]  # fmt: skip
         read_only_fields = fields
+
+    def get_priced(self, line: InvoiceLine) -> bool:
+        return line.price_book is not None
 
 
 class SlaSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -135,9 +158,4 @@ class InvoiceSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 def invoice_payload(invoice: Invoice) -> dict[str, Any]:
-    lines: list[InvoiceLine] = list(invoice.lines.select_related("price_book"))
-    return {
-        "tenant": invoice.tenant, "period": invoice.period, "status": "issued",
-        "issued_at": invoice.issued_at, "currency": invoice.currency, "lines": lines,
-        "total": invoice.total, "saving": invoice.saving, "sla": invoice.sla,
-    }  # fmt: skip
+    return issued_document(invoice)

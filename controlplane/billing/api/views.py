@@ -22,16 +22,19 @@ from rest_framework.views import APIView
 from controlplane.accounts.models import ApiToken, Scope
 from controlplane.billing import selectors, services
 from controlplane.billing.api import serializers
+from controlplane.billing.api.exports import csv_export
 from controlplane.billing.api.renderers import CsvRenderer
-from controlplane.billing.invoicing import invoice_compute, unbilled_for
+from controlplane.billing.invoicing import invoice_document
 from controlplane.billing.models import ApiKey, Tenant
 from controlplane.billing.periods import (
     MAX_HOURLY_DAYS,
+    PERIOD_PATTERN,
     parse_group_by,
     parse_period,
     parse_range,
 )
 from controlplane.core.api import ServiceModelViewSet
+from controlplane.core.pagination import StrictPageSize
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 BILLING_READ = frozenset({Scope.OPERATOR.value, Scope.BILLING.value})
@@ -137,12 +140,23 @@ class PriceBookViewSet(BillingScoped, ServiceModelViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class UsageCursorPagination(pagination.CursorPagination):
+class UsageCursorPagination(StrictPageSize, pagination.CursorPagination):
     """Stable pages over an append-only table however many rows arrive meanwhile."""
 
     ordering = "id"
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def decode_cursor(self, request: Request) -> pagination.Cursor | None:
+        """DRF's cursor, whose position must be an id (a row id of the BIGINT column): any
+        other is the same 404 as a cursor DRF cannot decode, not a query that fails."""
+        cursor = super().decode_cursor(request)
+        if cursor is None or cursor.position is None:
+            return cursor
+        position = str(cursor.position)
+        if not (position.isascii() and position.isdigit()) or int(position) >= 2**63:
+            raise NotFound(self.invalid_cursor_message)
+        return cursor
 
 
 RANGE_PARAMS = [
@@ -170,7 +184,8 @@ def _usage_scope(request: Request) -> tuple[Any, int | None, str | None]:
 
 @extend_schema(parameters=RANGE_PARAMS, tags=["billing"])
 class UsageRecordViewSet(BillingScoped, mixins.ListModelMixin, viewsets.GenericViewSet):  # type: ignore[type-arg]
-    """Raw usage records with cursor pagination; ``?format=csv`` for one page as CSV."""
+    """Raw usage records with cursor pagination; ``?format=csv`` streams every record of the
+    filter as CSV (no pages: ``exports``)."""
 
     serializer_class = serializers.UsageRecordSerializer
     pagination_class = UsageCursorPagination
@@ -181,6 +196,12 @@ class UsageRecordViewSet(BillingScoped, mixins.ListModelMixin, viewsets.GenericV
         (qs, _, _), _, _ = _usage_scope(self.request)
         scoped: QuerySet[Any] = qs.select_related("tenant")
         return scoped
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        if getattr(request.accepted_renderer, "format", None) == CsvRenderer.format:
+            return csv_export(request._request, self.get_queryset(),
+                              serializers.UsageRecordSerializer, "usage-records.csv")  # fmt: skip
+        return super().list(request, *args, **kwargs)
 
 
 class UsageView(BillingScoped, APIView):
@@ -233,21 +254,26 @@ class UsageView(BillingScoped, APIView):
 
 PATH_PARAMS = [
     OpenApiParameter("tenant", OpenApiTypes.STR, OpenApiParameter.PATH, description="slug"),
-    OpenApiParameter("period", OpenApiTypes.STR, OpenApiParameter.PATH, description="YYYY-MM"),
+    OpenApiParameter(
+        "period",
+        OpenApiTypes.STR,
+        OpenApiParameter.PATH,
+        description="YYYY-MM",
+        pattern=PERIOD_PATTERN,
+    ),
 ]
 
 
-def invoice_schema(ok: int, *, conflict: str, **kwargs: Any) -> Callable[[_F], _F]:
+def invoice_schema(ok: int, *, conflict: str | None = None, **kwargs: Any) -> Callable[[_F], _F]:
     """The OpenAPI description of an invoice endpoint: the invoice on ``ok``, and its errors
     (a malformed period, a tenant the caller cannot see, ``conflict`` as the 409)."""
+    errors = {400: OpenApiResponse(description="malformed period"),
+              404: OpenApiResponse(description="unknown tenant")}  # fmt: skip
+    if conflict is not None:
+        errors[409] = OpenApiResponse(description=conflict)
     return extend_schema(
         parameters=PATH_PARAMS,
-        responses={
-            ok: serializers.InvoiceSerializer,
-            400: OpenApiResponse(description="malformed period"),
-            404: OpenApiResponse(description="unknown tenant"),
-            409: OpenApiResponse(description=conflict),
-        },
+        responses={ok: serializers.InvoiceSerializer, **errors},
         tags=["billing"],
         **kwargs,
     )
@@ -257,29 +283,21 @@ class InvoiceView(BillingScoped, APIView):
     """A tenant's invoice for a month: the stored one once issued, else a draft.
 
     Lines per model and price-book version (late usage of issued months as ``adjustment``
-    lines), totals (the exact sum of the rounded lines), the cache-hit saving and SLA
-    attainment per model.
+    lines; usage no price book covers as a flagged line with ``priced`` false), totals (the
+    exact sum of the rounded priced lines), the cache-hit saving and SLA attainment per model.
     """
 
-    @invoice_schema(200, conflict="usage not covered by a price book")
+    @invoice_schema(200)
     def get(self, request: Request, tenant: str, period: str) -> Response:
         month = parse_period(period)
-        customer = visible_tenant(request, tenant)
-        issued = selectors.invoice_get(tenant=customer, period=month.label)
-        if issued is not None:
-            payload = serializers.invoice_payload(issued)
-        else:
-            records, late = unbilled_for(customer, month)
-            draft = invoice_compute(tenant=customer, period=month, records=records, late=late)
-            payload = {**draft.__dict__, "period": month.label, "status": "draft",
-                       "issued_at": None}  # fmt: skip
+        payload = invoice_document(tenant=visible_tenant(request, tenant), period=month)
         return Response(serializers.InvoiceSerializer(payload).data)
 
 
 class InvoiceIssueView(BillingScoped, APIView):
     """Close a month for a tenant (operators): the invoice is stored and never changes."""
 
-    @invoice_schema(201, conflict="already issued, month not ended, or unpriced", request=None)
+    @invoice_schema(201, conflict="already issued, or the month has not ended", request=None)
     def post(self, request: Request, tenant: str, period: str) -> Response:
         month = parse_period(period)
         customer = visible_tenant(request, tenant)

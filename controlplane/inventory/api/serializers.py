@@ -6,26 +6,36 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.core.api import BriefRelatedField
+from controlplane.core.api import BriefRelatedField, StrictJsonTypes
 from controlplane.inventory.models import ChipModel, InstancePool, Link, ModelProfile, Site
 
 
-def _positive(value: float) -> float:
-    if value is None or value <= 0:
-        raise serializers.ValidationError("Must be greater than zero.")
-    return value
+class RangeCheck:
+    """A field's numeric range, checked here and stated in the API schema (``openapi_schema``,
+    which ``core.schema.ApiAutoSchema`` adds to the field)."""
+
+    def __init__(
+        self, *, low: float, low_open: bool, high: float | None = None, message: str
+    ) -> None:
+        self.low, self.low_open, self.high, self.message = low, low_open, high, message
+        self.openapi_schema: dict[str, Any] = {"minimum": low}
+        if low_open:
+            self.openapi_schema["exclusiveMinimum"] = True
+        if high is not None:
+            self.openapi_schema["maximum"] = high
+
+    def __call__(self, value: float | None) -> float | None:
+        if value is None:
+            return value
+        below = value <= self.low if self.low_open else value < self.low
+        if below or (self.high is not None and value > self.high):
+            raise serializers.ValidationError(self.message)
+        return value
 
 
-def _non_negative(value: float) -> float:
-    if value is not None and value < 0:
-        raise serializers.ValidationError("Must not be negative.")
-    return value
-
-
-def _fraction(value: float) -> float:
-    if not 0 < value <= 1:
-        raise serializers.ValidationError("Must be in (0, 1].")
-    return value
+_positive = RangeCheck(low=0, low_open=True, message="Must be greater than zero.")
+_non_negative = RangeCheck(low=0, low_open=False, message="Must not be negative.")
+_fraction = RangeCheck(low=0, low_open=True, high=1, message="Must be in (0, 1].")
 
 
 def _range_checks(
@@ -39,14 +49,14 @@ def _range_checks(
     return {name: {"validators": [check]} for check, names in checks.items() for name in names}
 
 
-class SiteSerializer(serializers.ModelSerializer[Site]):
+class SiteSerializer(StrictJsonTypes, serializers.ModelSerializer[Site]):
     class Meta:
         model = Site
         fields = ["id", "slug", "name", "region", "description", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
 
-class ChipModelSerializer(serializers.ModelSerializer[ChipModel]):
+class ChipModelSerializer(StrictJsonTypes, serializers.ModelSerializer[ChipModel]):
     class Meta:
         model = ChipModel
         fields = [
@@ -62,7 +72,7 @@ class ChipModelSerializer(serializers.ModelSerializer[ChipModel]):
         )  # fmt: skip
 
 
-class LinkSerializer(serializers.ModelSerializer[Link]):
+class LinkSerializer(StrictJsonTypes, serializers.ModelSerializer[Link]):
     source = BriefRelatedField(queryset=Site.objects.all())  # type: ignore[assignment]
     target = BriefRelatedField(queryset=Site.objects.all())
 
@@ -87,7 +97,7 @@ class LinkSerializer(serializers.ModelSerializer[Link]):
         return attrs
 
 
-class ModelProfileSerializer(serializers.ModelSerializer[ModelProfile]):
+class ModelProfileSerializer(StrictJsonTypes, serializers.ModelSerializer[ModelProfile]):
     kv_bytes_per_token = serializers.FloatField(read_only=True)
 
     class Meta:
@@ -101,11 +111,12 @@ class ModelProfileSerializer(serializers.ModelSerializer[ModelProfile]):
         ]  # fmt: skip
         extra_kwargs = _range_checks(
             positive=("total_params_b", "active_params_b", "layers", "hidden_size",
-                      "attention_heads", "kv_heads", "head_dim"),
+                      "attention_heads", "kv_heads", "head_dim", "kv_bytes_per_elem",
+                      "weight_bytes_per_param"),
         )  # fmt: skip
 
 
-class InstancePoolSerializer(serializers.ModelSerializer[InstancePool]):
+class InstancePoolSerializer(StrictJsonTypes, serializers.ModelSerializer[InstancePool]):
     site = BriefRelatedField(queryset=Site.objects.all())
     chip = BriefRelatedField(queryset=ChipModel.objects.all())
     model = BriefRelatedField(queryset=ModelProfile.objects.all())

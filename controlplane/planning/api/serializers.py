@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from controlplane.core.api import StrictJsonTypes
 from controlplane.planning.models import Plan, Sweep, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import scenario_names
 from controlplane.planning.sweep_services import MAX_POINTS
@@ -22,7 +23,7 @@ class WorkloadProfileSerializer(serializers.ModelSerializer):  # type: ignore[ty
         read_only_fields = fields
 
 
-class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class WorkloadCreateSerializer(StrictJsonTypes, serializers.Serializer):  # type: ignore[type-arg]
     """One of: ``file`` (a trace upload, multipart), ``scenario`` (a fixture's workload), or
     ``telemetry_minutes`` (the last N minutes of live telemetry)."""
 
@@ -67,7 +68,7 @@ class PlanSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class PlanCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PlanCreateSerializer(StrictJsonTypes, serializers.Serializer):  # type: ignore[type-arg]
     scenario = serializers.ChoiceField(choices=[])
     workload: serializers.PrimaryKeyRelatedField[WorkloadProfile] = (
         serializers.PrimaryKeyRelatedField(
@@ -119,7 +120,7 @@ class SweepSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         }
 
 
-class SweepCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class SweepCreateSerializer(StrictJsonTypes, serializers.Serializer):  # type: ignore[type-arg]
     """Scenario fixtures by name, the policies (default all four) and optional WAN bandwidths
     (each replaces every WAN link's); one capacity search per combination."""
 

@@ -15,13 +15,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.core.api import ServiceModelViewSet
+from controlplane.core.api import ServiceModelViewSet, StrictJsonTypes
 from controlplane.telemetry import selectors
 from controlplane.telemetry.models import Alert, SlaRule
 
 WINDOW_PARAM = {"5s": 5, "1m": 60}
 SUMMARY_SCOPES = {"all", "site", "pool", "tenant", "model"}
 MAX_POINTS = 720
+# What ``parse_scope`` takes, as the API schema states it.
+SCOPE_PATTERN = "^(all|(site|pool|tenant|model):[^\\u0000]+)$"
 
 
 class SummarySerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -53,19 +55,23 @@ class SummaryView(APIView):
                 OpenApiTypes.STR,
                 default="all",
                 description="all | site:<slug> | pool:<pipeline> | tenant:<slug> | model:<slug>",
+                pattern=SCOPE_PATTERN,
             ),
-            OpenApiParameter("points", OpenApiTypes.INT, default=60),
+            OpenApiParameter(
+                "points", {"type": "integer", "minimum": 1, "maximum": MAX_POINTS}, default=60
+            ),
         ],
         responses={200: SummarySerializer},
         tags=["telemetry"],
     )
     def get(self, request: Request) -> Response:
-        window = request.query_params.get("window", "5s")
+        # An empty parameter is absent, as everywhere in the API (core.schema).
+        window = request.query_params.get("window") or "5s"
         if window not in WINDOW_PARAM:
             raise ValidationError({"window": ["Expected 5s or 1m."]})
-        scope, key = parse_scope(request.query_params.get("scope", "all"))
+        scope, key = parse_scope(request.query_params.get("scope") or "all")
         try:
-            points = int(request.query_params.get("points", "60"))
+            points = int(request.query_params.get("points") or "60")
         except ValueError:
             raise ValidationError({"points": ["Expected an integer."]}) from None
         if not 1 <= points <= MAX_POINTS:
@@ -76,7 +82,7 @@ class SummaryView(APIView):
                          "latest": series[-1] if series else None, "series": series})  # fmt: skip
 
 
-class SlaRuleSerializer(serializers.ModelSerializer[SlaRule]):
+class SlaRuleSerializer(StrictJsonTypes, serializers.ModelSerializer[SlaRule]):
     class Meta:
         model = SlaRule
         fields = ["id", "slug", "name", "model", "tenant", "metric", "threshold", "window_s",

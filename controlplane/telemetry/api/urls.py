@@ -3,11 +3,12 @@ resources (registered on the project's one router)."""
 
 from django.urls import path
 
-from controlplane.telemetry.api import monitoring, views
+from controlplane.telemetry.api import dead_letters, monitoring, views
 
 ROUTES = (
     ("telemetry/sla-rules", monitoring.SlaRuleViewSet, "sla-rule"),
     ("telemetry/alerts", monitoring.AlertViewSet, "alert"),
+    ("telemetry/dead-letters", dead_letters.DeadLetterViewSet, "dead-letter"),
 )
 URLS = [
     path("telemetry/records/", views.RecordIngestView.as_view(), name="telemetry-records"),

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.accounts.models import ApiToken, Scope
+from controlplane.core.api import StrictJsonTypes
 from controlplane.core.parsers import JSONParser
 from controlplane.telemetry.services import MAX_BATCH, records_ingest
 from controlplane.telemetry.validation import RequestRecordInput
@@ -42,7 +43,7 @@ class RecordBatchParser(JSONParser):
             return super().parse(io.BytesIO(body), media_type, parser_context)
 
 
-class RecordBatchSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class RecordBatchSerializer(StrictJsonTypes, serializers.Serializer):  # type: ignore[type-arg]
     records = RequestRecordInput(many=True)
 
 

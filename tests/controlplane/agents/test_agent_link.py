@@ -88,3 +88,41 @@ async def _acked(link: AgentLink) -> bool:
         )
     )()
     return version == 0
+
+
+async def test_set_rollout_reports_the_state_and_pool_at_once(server: ServerProcess) -> None:
+    # Beats every 10 minutes: only set_rollout's own heartbeat can report within the wait.
+    await asyncio.to_thread(server.stop)
+    server.env["PDD_AGENT_HEARTBEAT_INTERVAL_S"] = "600"
+    await asyncio.to_thread(server.start)
+    site = await sync_to_async(factories.site)(slug="dc-a")
+    token = (await sync_to_async(api_token_issue)(name="a", scope="agent", site=site)).secret
+
+    async def apply(version: int, config: Mapping[str, Any]) -> None:
+        return None
+
+    client = ControlPlaneClient(server.url, token, timeout_s=2.0)
+    link = AgentLink(client, AgentIdentity(name="p-0", site="dc-a", role="prefill"), apply,
+                     first_backoff_s=0.1, max_backoff_s=0.5)  # fmt: skip
+    task = asyncio.create_task(link.run())
+    try:
+        await _wait_for(lambda: _acked(link))
+        state = await sync_to_async(lambda: Agent.objects.get(name="p-0").state)()
+        assert state == ""  # nothing reported before set_rollout
+
+        link.set_rollout("draining", "prefill/h800/tp4xpp4")
+
+        await _wait_for(
+            lambda: _reported("p-0", ("draining", "prefill/h800/tp4xpp4")),
+            timeout_s=4.0,
+        )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _reported(name: str, expected: tuple[str, str]) -> bool:
+    row = await sync_to_async(
+        lambda: Agent.objects.filter(name=name).values_list("state", "pool").first()
+    )()
+    return row == expected

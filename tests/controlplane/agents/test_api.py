@@ -127,3 +127,45 @@ def test_operators_and_viewers_list_agents_with_status(agent_a: Any, viewer: Any
     assert [a["name"] for a in healthy["results"]] == ["p-0"]
     assert [a["name"] for a in dead["results"]] == ["p-1"]
     assert agent_a.get("/api/v1/agents/").status_code == 403  # agents do not read the registry
+
+
+def test_heartbeat_records_the_rollout_state_and_pool(agent_a: Any, viewer: Any) -> None:
+    agent_id = agent_a.post("/api/v1/agents/register/", REGISTER).json()["id"]
+
+    beat = {"state": "draining", "pool": "prefill/h800/tp4xpp4"}
+    response = agent_a.post(f"/api/v1/agents/{agent_id}/heartbeat/", beat, format="json")
+
+    assert response.status_code == 200, response.json()
+    assert (response.json()["state"], response.json()["pool"]) == (
+        "draining", "prefill/h800/tp4xpp4",
+    )  # fmt: skip
+    listed = viewer.get("/api/v1/agents/").json()["results"][0]
+    assert (listed["state"], listed["pool"]) == ("draining", "prefill/h800/tp4xpp4")
+
+
+def test_a_heartbeat_without_a_state_is_valid_and_the_state_unknown(agent_a: Any) -> None:
+    agent_id = agent_a.post("/api/v1/agents/register/", REGISTER).json()["id"]
+    agent_a.post(f"/api/v1/agents/{agent_id}/heartbeat/", {"state": "serving"}, format="json")
+
+    response = agent_a.post(f"/api/v1/agents/{agent_id}/heartbeat/", {"config_version": 1},
+                            format="json")  # fmt: skip
+
+    assert response.status_code == 200
+    assert (Agent.objects.get().state, Agent.objects.get().pool) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"state": "sleeping"}, "state"), ({"state": "serving", "pool": "P/h800/tp4"}, "pool"),
+     ({"state": "serving", "pool": "x" * 101}, "pool")],
+)  # fmt: skip
+def test_a_malformed_rollout_state_is_400_naming_the_field(
+    agent_a: Any, body: dict[str, Any], field: str
+) -> None:
+    agent_id = agent_a.post("/api/v1/agents/register/", REGISTER).json()["id"]
+
+    response = agent_a.post(f"/api/v1/agents/{agent_id}/heartbeat/", body, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()["error"]["fields"]) == {field}
+    assert Agent.objects.get().state == ""

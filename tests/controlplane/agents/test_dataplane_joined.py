@@ -28,6 +28,7 @@ from controlplane.accounts.services import api_token_issue
 from controlplane.agents.models import Agent
 from controlplane.billing.models import Tenant
 from controlplane.billing.services import api_key_create
+from controlplane.inventory.services import catalog_seed
 from controlplane.planning.models import Plan, PlanStatus
 from controlplane.telemetry.models import RequestRecord
 from tests import factories
@@ -58,6 +59,7 @@ def _world() -> World:
         site = factories.site(slug=slug)
         tokens[slug] = api_token_issue(name=f"agents-{slug}", scope="agent", site=site).secret
     operator = api_token_issue(name="ops", scope="operator").secret
+    catalog_seed(chip_entries=[])  # the plane's model: ingestion refuses records of unknown ones
     tenant = Tenant.objects.create(slug="acme", name="Acme")
     return World(operator, api_key_create(tenant=tenant, name="gw").secret, tokens)
 

@@ -12,7 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from controlplane.accounts.services import api_token_issue
-from controlplane.billing.models import Tenant, UsageRecord
+from controlplane.agents.models import Agent
+from controlplane.billing.models import UsageRecord
 from controlplane.telemetry.models import RequestRecord
 from pdd_core.agent.control import ControlPlaneClient, RecordSource, ReportShipper
 from tests import factories
@@ -38,13 +39,16 @@ def record(i: int, **overrides: Any) -> dict[str, Any]:
         "pipeline": "P-MD", "arrival_time": "2026-11-02T10:00:00Z",
         "finish_time": "2026-11-02T10:00:03Z", "input_tokens": 1000, "hit_tokens": 900,
         "miss_tokens": 100, "output_tokens": 50, "ttft_s": 0.4, "tpot_s": 0.02,
-        "sla_met": True, **overrides,
+        "sla_met": True, "api_key_prefix": factories.key_prefix_for("acme"), "agent": "gw",
+        **overrides,
     }  # fmt: skip
 
 
 def _world() -> str:
+    """Site dc-a with its gateway ``gw``, tenant acme with its key, the records' model."""
     site = factories.site(slug="dc-a")
-    Tenant.objects.create(slug="acme", name="Acme")
+    Agent.objects.create(name="gw", site=site, role="gateway")
+    factories.record_world("acme", models=("deepseek-v3",))
     return api_token_issue(name="a", scope="agent", site=site).secret
 
 

@@ -109,7 +109,9 @@ def test_setup_seeds_sla_rules_and_a_price_book_for_the_demo_model_once() -> Non
     setup()
 
     assert list(SlaRule.objects.values_list("slug", "metric", "threshold", "window_s")) == [
+        ("demo-dead-letters", "dead_letters", 0.0, 60),
         ("demo-tpot-p90", "tpot_p90", 0.5, 60),
+        ("demo-tpot-p99", "tpot_p99", 1.0, 60),
         ("demo-ttft-p90", "ttft_p90", 5.0, 60),
         ("demo-ttft-p99", "ttft_p99", 10.0, 60),
     ]
@@ -226,8 +228,9 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
     sizes = [each] * (full // each) + [full % each]
     now = timezone.now()
     finish = now - timedelta(seconds=5 + now.timestamp() % 5)  # inside the last complete window
+    key = ApiKey.objects.get(tenant__slug="demo", revoked_at=None)
     fields = {"tenant": "demo", "site": "dc-a", "model": plane["model"], "input_tokens": 60_000,
-              "hit_tokens": 0, "miss_tokens": 60_000}  # fmt: skip
+              "hit_tokens": 0, "miss_tokens": 60_000, "api_key_prefix": key.prefix}  # fmt: skip
     records = [record_at(finish, wan_bytes=n, **fields) for n in sizes]
     records.append(record_at(now, wan_bytes=each, **fields))  # the filling window
     result = records_ingest(records=records)
@@ -244,3 +247,27 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
     capacity, gbps = float(row[1]), float(row[2])
     assert capacity == pytest.approx(25.0)
     assert gbps / capacity == pytest.approx(1.0, rel=1e-6)
+
+
+def test_each_cycle_of_the_pdd_mix_has_fresh_blocks_and_the_sizes_that_route_it(
+    tmp_path: Any,
+) -> None:
+    from controlplane.agents.management.demo_mix import mix_trace
+    from pdd_core.routing import RoutingTable
+    from pdd_core.workload.readers import read_trace
+
+    table = RoutingTable()
+    cycles = [read_trace(mix_trace(tmp_path / f"mix-{n}.jsonl", n)).requests for n in (0, 1)]
+    blocks = [{h for r in cycle for h in r.block_hashes} for cycle in cycles]
+
+    assert blocks[0].isdisjoint(blocks[1])  # no prefix of one cycle repeats in the next
+    singular, *relayed = cycles[0]
+    assert singular.input_tokens >= table.singular_min_input_tokens
+    assert singular.output_tokens < table.singular_max_output_tokens
+    # Not singular (output too long) and far over the transfer budget on the demo's 25 Gbps line.
+    kv_bytes_per_token, line_bytes_per_s = 70_272, 25e9 / 8
+    for request in relayed:
+        assert request.output_tokens >= table.singular_max_output_tokens
+        assert (
+            request.input_tokens * kv_bytes_per_token / line_bytes_per_s > table.transfer_budget_s
+        )

@@ -1,4 +1,5 @@
-"""Billing fixtures: two tenants on one priced model, January 2025 usage ingested for both."""
+"""Billing fixtures: two tenants on one priced model (each with the key its factory records
+are billed under), January 2025 usage ingested for both."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from controlplane.accounts.services import api_token_issue
+from controlplane.billing.models import ApiKey
 from controlplane.telemetry.services import records_ingest
 from tests import factories
 
@@ -15,8 +17,8 @@ from tests import factories
 @pytest.fixture
 def world(db: Any) -> dict[str, Any]:
     model = factories.model_profile(slug="model-x")
-    acme = factories.tenant(slug="acme", name="Acme")
-    globex = factories.tenant(slug="globex", name="Globex")
+    acme = factories.billable_tenant(slug="acme", name="Acme")
+    globex = factories.billable_tenant(slug="globex", name="Globex")
     book = factories.price_book(model=model)
     records = [
         factories.request_record(request_id="a1", finish_time="2025-01-10T12:00:05Z"),
@@ -29,7 +31,10 @@ def world(db: Any) -> dict[str, Any]:
     ]  # fmt: skip
     result = records_ingest(records=records)
     assert result.accepted == 4
-    return {"model": model, "acme": acme, "globex": globex, "book": book, "records": records}
+    keys = ApiKey.objects.order_by("prefix")
+    return {"model": model, "acme": acme, "globex": globex, "book": book, "records": records,
+            "keys": list(keys.values_list("prefix", flat=True)),
+            "key_hashes": dict(keys.values_list("key_hash", "tenant__slug"))}  # fmt: skip
 
 
 @pytest.fixture

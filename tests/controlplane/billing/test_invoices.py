@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from controlplane.billing.models import Invoice, InvoiceLine, UsageRecord
+from controlplane.inventory.models import ModelProfile
 from controlplane.telemetry.services import records_ingest
 from tests import factories
 
@@ -95,13 +96,74 @@ def test_period_not_ended_cannot_be_issued(operator: Any, world: Any) -> None:
     assert not Invoice.objects.exists()
 
 
-def test_usage_without_price_book_is_409_naming_model(billing_client: Any, world: Any) -> None:
-    records_ingest(records=[factories.request_record(model="unpriced")])
+def test_an_unknown_model_record_is_refused_and_the_invoice_still_answers_200(
+    billing_client: Any, world: Any
+) -> None:
+    before = billing_client.get(URL).json()
+
+    result = records_ingest(records=[factories.request_record(request_id="ghost", model="ghost"),
+                                     factories.request_record(request_id="real")])  # fmt: skip
+    response = billing_client.get(URL)
+
+    assert (result.accepted, result.errors) == (1, {0: {"model": [
+        "Unknown model 'ghost': add it to the inventory, then replay the record."]}})  # fmt: skip
+    assert not UsageRecord.objects.filter(request_id="ghost").exists()
+    assert response.status_code == 200
+    assert [(x["model"], x["requests"]) for x in response.json()["lines"]] == [("model-x", 4)]
+    assert Decimal(response.json()["total"]) > Decimal(before["total"])
+
+
+def _unpriced_usage() -> None:
+    """Two January records of a model the inventory knows but no price book covers."""
+    factories.model_profile(slug="unpriced")
+    records = [
+        factories.request_record(
+            request_id=f"u{i}", model="unpriced", finish_time="2025-01-20T00:00:00Z"
+        )
+        for i in range(2)
+    ]
+    assert records_ingest(records=records).accepted == 2
+
+
+def test_usage_no_price_book_covers_is_a_flagged_line_and_the_rest_is_priced(
+    billing_client: Any, world: Any
+) -> None:
+    _unpriced_usage()
 
     response = billing_client.get(URL)
 
-    assert response.status_code == 409
-    assert "'unpriced'" in response.json()["error"]["message"]
+    assert response.status_code == 200
+    body = response.json()
+    assert [(x["model"], x["priced"], x["requests"], x["price_book"], x["amount"])
+            for x in body["lines"]] == [
+        ("model-x", True, 3, world["book"].pk, "0.007920"),
+        ("unpriced", False, 2, None, "0.000000"),
+    ]  # fmt: skip
+    assert body["lines"][1]["miss_input_per_mtok"] is None
+    assert (body["lines"][1]["miss_tokens"], body["lines"][1]["output_tokens"]) == (200, 400)
+    assert body["total"] == "0.007920"  # the priced usage, exactly as without the other model
+    assert list(body["sla"]) == ["model-x"]
+
+
+def test_issuing_leaves_unpriced_usage_unbilled_until_a_price_book_covers_it(
+    operator: Any, world: Any
+) -> None:
+    _unpriced_usage()
+
+    january = operator.post(URL + "issue/").json()
+    factories.price_book(model=ModelProfile.objects.get(slug="unpriced"))
+    february = operator.post("/api/v1/billing/invoices/acme/2025-02/issue/").json()
+
+    assert [(x["model"], x["priced"]) for x in january["lines"]] == [
+        ("model-x", True), ("unpriced", False),
+    ]  # fmt: skip
+    assert january["total"] == "0.007920"
+    assert set(UsageRecord.objects.filter(request_id__startswith="u").values_list(
+        "invoice__period", flat=True)) == {"2025-02"}  # fmt: skip
+    assert [(x["kind"], x["usage_period"], x["model"], x["priced"], x["requests"])
+            for x in february["lines"]] == [
+        ("adjustment", "2025-01", "unpriced", True, 2),
+    ]  # fmt: skip
 
 
 def test_two_price_versions_in_a_month_give_two_lines(billing_client: Any, world: Any) -> None:

@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from controlplane.accounts.services import api_token_issue
+from controlplane.agents.models import Agent
 from tests import factories
 from tests.live_server import ServerProcess, database_url
 
@@ -66,7 +67,8 @@ def test_concurrent_writers_and_readers_get_no_errors_and_connections_return(
     pooled_server: ServerProcess,
 ) -> None:
     site = factories.site(slug="dc-a")
-    factories.tenant(slug="acme")
+    Agent.objects.create(name="gateway", site=site, role="gateway")  # the records' writer
+    factories.record_world("acme")
     agent = api_token_issue(name="agent", scope="agent", site=site).secret
     viewer = api_token_issue(name="viewer", scope="viewer").secret
     finish = (timezone.now() - timedelta(seconds=30)).isoformat().replace("+00:00", "Z")

@@ -20,7 +20,7 @@ def test_database_defaults_to_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
     db = env.database_from_url("X_DB", tmp_path / "a.sqlite3")
 
-    assert db == {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "a.sqlite3")}
+    assert db == {"ENGINE": "controlplane.core.sqlite3", "NAME": str(tmp_path / "a.sqlite3")}
 
 
 def test_postgres_url_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -63,7 +63,7 @@ def test_seed_demo_operator_login(client: Any) -> None:
     page = client.get("/topology/")  # the inventory at a glance; "/" is the live overview
     assert page.status_code == 200
     assert b"Datacenter A" in page.content
-    assert b"h800" in page.content
+    assert b"H800" in page.content
 
 
 def test_seeded_pools_keep_the_demo_topologys_whole_instance_shape() -> None:

@@ -1,4 +1,5 @@
-"""Telemetry fixtures: a tenant ``acme`` and records finishing at a chosen instant."""
+"""Telemetry fixtures: a tenant ``acme`` (billable: with its factory key, and the factory
+records' model in the inventory) and records finishing at a chosen instant."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
 
 @pytest.fixture
 def acme(db: Any) -> Any:
-    return factories.tenant(slug="acme", name="Acme")
+    return factories.record_world("acme")["acme"]
 
 
 @pytest.fixture(autouse=True)

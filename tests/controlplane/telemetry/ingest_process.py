@@ -26,13 +26,17 @@ CRASH_EXIT = 17
 def records_of(prefix: str, batch: int, size: int) -> list[dict[str, Any]]:
     """Deterministic records: a request id says everything about its record, so two processes
     reporting the same id report the same record (a duplicate, not a conflict)."""
+    from tests.factories import key_prefix_for
+
     out = []
     for i in range(size):
         n = batch * size + i
         finish = T0 + timedelta(seconds=(n * 7) % 120, milliseconds=n % 1000)
         hit = (n * 37) % 1000
+        tenant = ("acme", "globex")[n % 2]
         out.append({
-            "request_id": f"{prefix}-{n}", "tenant": ("acme", "globex")[n % 2], "model": "m",
+            "request_id": f"{prefix}-{n}", "tenant": tenant, "model": "m",
+            "api_key_prefix": key_prefix_for(tenant),
             "site": ("dc-a", "dc-b")[(n // 2) % 2], "pipeline": ("P-MD", "P-RLD-MD")[n % 3 % 2],
             "arrival_time": (finish - timedelta(seconds=5)).isoformat(),
             "finish_time": finish.isoformat(), "input_tokens": 1000, "hit_tokens": hit,

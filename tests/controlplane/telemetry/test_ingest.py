@@ -16,11 +16,6 @@ from tests import factories
 URL = "/api/v1/telemetry/records/"
 
 
-@pytest.fixture
-def acme(db: Any) -> Any:
-    return factories.tenant(slug="acme", name="Acme")
-
-
 def test_agent_posts_batch_and_rows_are_written(agent: Any, acme: Any) -> None:
     batch = [factories.request_record(request_id=f"r{i}") for i in range(3)]
 
@@ -147,9 +142,7 @@ def test_rejected_request_is_recorded_but_not_billed(acme: Any) -> None:
 
 
 def test_reported_key_use_advances_last_used_at(acme: Any) -> None:
-    from controlplane.billing.services import api_key_create
-
-    key = api_key_create(tenant=acme, name="k").api_key
+    key = acme.api_keys.get()
     records = [
         factories.request_record(api_key_prefix=key.prefix, arrival_time="2025-01-10T12:00:00Z"),
         factories.request_record(api_key_prefix=key.prefix, arrival_time="2025-01-09T12:00:00Z"),
@@ -165,7 +158,7 @@ def test_reported_key_use_advances_last_used_at(acme: Any) -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_posts_of_the_same_batch_count_once() -> None:
-    factories.tenant(slug="acme", name="Acme")
+    factories.record_world("acme")
     batch = [factories.request_record(request_id=f"c{i}") for i in range(200)]
     results: list[Any] = []
     barrier = threading.Barrier(6)

@@ -39,16 +39,24 @@ def test_the_active_plan_comes_with_its_version_model_predictions_and_pools() ->
 
 def test_agents_are_listed_with_their_health() -> None:
     site = factories.site(slug="dc-a")
-    Agent.objects.create(name="gw-0", site=site, role="gateway", last_heartbeat_at=timezone.now())
-    Agent.objects.create(name="md-0", site=site, role="main", config_version=2)
+    now = timezone.now()
+    Agent.objects.create(name="gw-0", site=site, role="gateway", last_heartbeat_at=now,
+                         registered_at=now, address="127.0.0.1:8001",
+                         stats={"records_rejected": 4})  # fmt: skip
+    Agent.objects.create(name="md-0", site=site, role="main", config_version=2, registered_at=now,
+                         restarts=3, state="draining", pool="main/h20/tp8")  # fmt: skip
 
     rows = integrations.agents()
 
     assert rows == [
         {"name": "gw-0", "role": "gateway", "site": "dc-a", "healthy": True,
-         "status": "healthy", "config_version": None},
+         "status": "healthy", "config_version": None, "address": "127.0.0.1:8001",
+         "registered_at": now, "last_heartbeat_at": now, "restarts": 0, "records_rejected": 4,
+         "state": "", "pool": ""},
         {"name": "md-0", "role": "main", "site": "dc-a", "healthy": False,
-         "status": "dead", "config_version": 2},
+         "status": "dead", "config_version": 2, "address": "", "registered_at": now,
+         "last_heartbeat_at": None, "restarts": 3, "records_rejected": None,
+         "state": "draining", "pool": "main/h20/tp8"},
     ]  # fmt: skip
     assert integrations.agents_up() == 1
 

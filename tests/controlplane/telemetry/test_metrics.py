@@ -99,7 +99,8 @@ def fleet(acme: Any) -> None:
     """An active plan (16 P chips in dc-a, 8 MD chips in dc-b, at $2/h each) and, in the last closed
     minute: three dc-a P-MD requests (two within the SLA, one rejected) and one dc-b P-RLD-MD
     request that missed it. The same records also finish now, so that a scrape one minute
-    later still finds them in its last closed minute."""
+    later still finds them in its last closed minute. And one record of an unknown model,
+    refused: a dead letter of the gateway ``gateway``."""
     factories.chip(slug="h800", price_per_hour="2.0000")
     predicted = {"hit_token_weighted": 0.9, "hit_request_weighted": 0.85, "goodput_rps": 3.0,
                  "bcr": 0.0625}  # fmt: skip
@@ -119,6 +120,7 @@ def fleet(acme: Any) -> None:
             record_at(when, request_id=f"c{n}", pipeline="P-MD", handoff_mode="", rejected=True),
             record_at(when, request_id=f"d{n}", site="dc-b", sla_met=False),
         ])  # fmt: skip
+    records_ingest(records=[record_at(now, request_id="ghost", model="ghost")])
 
 
 def scrape(client: Any, **headers: str) -> tuple[Any, Samples]:
@@ -259,3 +261,19 @@ def test_the_alert_rules_fire_as_their_unit_tests_say(db: None) -> None:
     )  # fmt: skip
 
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dead_letters_per_agent(viewer: Any, fleet: None) -> None:
+    from controlplane.agents.models import Agent
+    from controlplane.inventory.models import Site
+
+    site = Site.objects.get_or_create(slug="dc-a", defaults={"name": "A"})[0]
+    Agent.objects.create(name="gateway", site=site, role="gateway",
+                         stats={"records_rejected": 7})  # fmt: skip
+
+    _, m = scrape(viewer)
+
+    labels = frozenset({("site", "dc-a"), ("agent", "gateway")})
+    assert m[("pdd_dead_letters_pending", labels)] == 1
+    assert m[("pdd_dead_letters", labels)] == 1
+    assert m[("pdd_agent_records_rejected_total", labels)] == 7

@@ -72,7 +72,7 @@ def test_the_same_id_with_another_finish_day_is_a_conflict(acme: Any) -> None:
 # partition cannot be dropped with the ingesting transaction's deferred FK checks pending).
 @pytest.mark.django_db(transaction=True)
 def test_retention_drops_whole_days_and_deletes_the_rest(settings: Any) -> None:
-    factories.tenant(slug="acme", name="Acme")
+    factories.record_world("acme")
     settings.TELEMETRY_RETENTION_HOURS = 48
     now = timezone.now()
     old_day: date = (now - timedelta(days=5)).date()

@@ -174,8 +174,7 @@ def test_concurrent_batches_on_the_same_rows_lose_no_update() -> None:
 
     from tests import factories
 
-    factories.tenant(slug="acme", name="Acme")
-    factories.tenant(slug="globex", name="Globex")
+    factories.record_world("acme", "globex")
     batches = [
         [record_at(T0 + timedelta(seconds=(i * 7 + t) % 60), request_id=f"t{t}-{i}",
                    tenant=("acme", "globex")[i % 2], site=("dc-a", "dc-b")[(i + t) % 2])

@@ -251,8 +251,7 @@ def _wait_for_no_flusher(timeout_s: float = 60.0) -> None:
 
 @pytest.fixture
 def two_tenants(db: Any) -> None:
-    factories.tenant(slug="acme", name="Acme")
-    factories.tenant(slug="globex", name="Globex")
+    factories.record_world("acme", "globex", models=("m",))
 
 
 @pytest.mark.postgres
@@ -301,7 +300,7 @@ def test_two_ingesting_processes_on_the_embedded_defaults_leave_exact_rollups(
                PYTHONPATH=str(ROOT), PDD_LOG_LEVEL="WARNING")  # fmt: skip
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    tenants = "from tests import factories; [factories.tenant(slug=s) for s in ('acme', 'globex')]"
+    tenants = "from tests import factories; factories.record_world('acme', 'globex', models=('m',))"
     subprocess.run([*manage, "shell", "-c", tenants], cwd=ROOT, env=env, check=True)
 
     # when two processes ingest their own and the same shared records at the same time

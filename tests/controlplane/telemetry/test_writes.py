@@ -63,7 +63,8 @@ def test_copy_text_is_one_line_per_record_with_nulls_booleans_and_times_in_copy_
               "site": "dc-a", "pipeline": "P-MD", "arrival_time": when, "finish_time": when,
               "input_tokens": 10, "hit_tokens": 4, "miss_tokens": 6, "output_tokens": 2,
               "ttft_s": None, "tpot_s": 0.25, "wan_bytes": 2**40, "handoff_mode": "",
-              "rld_tokens": 0, "md_tokens": 2, "sla_met": True, "rejected": False}  # fmt: skip
+              "rld_tokens": 0, "md_tokens": 2, "sla_met": True, "rejected": False,
+              "config_version": None}  # fmt: skip
     batch = uuid.uuid4()
 
     text = copy_text([record, record], (batch, None, when))
@@ -74,7 +75,7 @@ def test_copy_text_is_one_line_per_record_with_nulls_booleans_and_times_in_copy_
     assert first[:6] == ["r-1", "acme", "", "m", "dc-a", "P-MD"]
     assert [datetime.fromisoformat(v) for v in first[6:8]] == [when, when]
     assert first[12:15] == ["\\N", "0.25", str(2**40)]
-    assert first[18:] == ["t", "f", str(batch), "\\N", when.isoformat()]
+    assert first[18:] == ["t", "f", "\\N", str(batch), "\\N", when.isoformat()]
 
 
 @pytest.mark.parametrize("value", ["a\tb", "a\nb", "a\rb", "a\\b", "a\\Nb"])
@@ -84,7 +85,8 @@ def test_copy_text_refuses_a_value_it_would_have_to_escape(value: str) -> None:
               "site": "dc-a", "pipeline": "P-MD", "arrival_time": when, "finish_time": when,
               "input_tokens": 10, "hit_tokens": 4, "miss_tokens": 6, "output_tokens": 2,
               "ttft_s": None, "tpot_s": None, "wan_bytes": 0, "handoff_mode": "",
-              "rld_tokens": 0, "md_tokens": 0, "sla_met": False, "rejected": True}  # fmt: skip
+              "rld_tokens": 0, "md_tokens": 0, "sla_met": False, "rejected": True,
+              "config_version": 3}  # fmt: skip
 
     assert copy_text([record], (uuid.uuid4(), None, when)) is None
 
@@ -99,7 +101,7 @@ def test_copy_text_puts_each_field_in_its_column_of_record_fields() -> None:
         "finish_time": when + timedelta(seconds=1), "input_tokens": 11, "hit_tokens": 12,
         "miss_tokens": 13, "output_tokens": 14, "ttft_s": 0.5, "tpot_s": 0.25,
         "wan_bytes": 15, "handoff_mode": "one-shot", "rld_tokens": 16, "md_tokens": 17,
-        "sla_met": True, "rejected": False,
+        "sla_met": True, "rejected": False, "config_version": 18,
     }  # fmt: skip
 
     text = copy_text([record], (uuid.uuid4(), None, when))

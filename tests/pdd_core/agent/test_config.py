@@ -52,6 +52,8 @@ def test_resolve_routes_the_remote_site_through_the_wan_and_adds_a_demo_key(
         ({"agents": []}, "agents"),
         ({"tenants": [{"id": "x", "key_sha256": ["short"]}]}, "tenants[0]"),
         ({"limits": {"no_such_limit": 1}}, "limits"),
+        ({"wan": {"initial_window_bytes": -1}}, "wan: initial_window_bytes"),
+        ({"wan": {"initial_window_bytes": "10"}}, "wan: initial_window_bytes"),
     ],
 )
 def test_a_bad_field_fails_loudly_naming_it(change: dict, field: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from pdd_core.agent.config import load_config
 from pdd_core.agent.gateway import Gateway
 from pdd_core.agent.gateway_api import key_prefix
+from pdd_core.agent.gateway_control import load_keys, save_keys
 from pdd_core.agent.supervisor import DataPlane
 from pdd_core.cli.up import parse_tokens
 from pdd_core.keys import hash_key
@@ -77,3 +78,54 @@ def test_tokens_once_for_all_sites_or_per_site(tmp_path: Path) -> None:
         DataPlane(TINY, tmp_path, control_plane="http://cp", tokens={"dc-a": "T1"})
     plane = DataPlane(TINY, tmp_path, control_plane="http://cp", tokens={"": "T"})
     assert plane.site_of("wan", "wan") == "dc-a"
+
+
+def test_the_control_planes_key_map_survives_a_restart_of_the_gateway(tmp_path: Path) -> None:
+    # Given: the control plane replaced the file's key with its own, then went away.
+    pushed = {hash_key("tk_ab12_x"): "acme"}
+    asyncio.run(gateway(tmp_path).apply_control_config(4, {"tenant_keys": pushed}))
+    saved = tmp_path / "gateway.keys.json"
+
+    # When: the gateway restarts before the control plane answers again.
+    restarted = gateway(tmp_path)
+    restarted.restore_keys()
+
+    # Then: the control plane's key works and the key it had replaced does not; the file holds
+    # digests only and only its owner reads it.
+    assert dict(restarted.config.tenants) == pushed
+    assert LOCAL not in restarted.config.tenants
+    assert oct(saved.stat().st_mode & 0o777) == "0o600"
+    assert "tk_ab12_x" not in saved.read_text()
+    # The control plane's next map replaces the saved one (and is saved in its turn).
+    newer = {hash_key("tk_cd34_y"): "acme"}
+    asyncio.run(restarted.apply_control_config(5, {"tenant_keys": newer}))
+    assert dict(restarted.config.tenants) == newer
+    again = gateway(tmp_path)
+    again.restore_keys()
+    assert dict(again.config.tenants) == newer
+
+
+def test_a_gateway_not_joined_to_a_control_plane_keeps_its_files_keys(tmp_path: Path) -> None:
+    asyncio.run(gateway(tmp_path).apply_control_config(4, {"tenant_keys": {hash_key("k"): "a"}}))
+
+    assert dict(gateway(tmp_path).config.tenants) == {LOCAL: "local"}  # restore_keys not called
+
+
+@pytest.mark.parametrize(
+    "content", ['{"version": 1, "tenant_keys": {"short": "a"}}', "not json", '{"tenant_keys": []}']
+)
+def test_a_saved_key_map_that_is_malformed_or_readable_by_others_is_ignored(
+    tmp_path: Path, content: str
+) -> None:
+    saved = tmp_path / "gateway.keys.json"
+    saved.write_text(content)
+    saved.chmod(0o600)
+    gw = gateway(tmp_path)
+    gw.restore_keys()
+    assert dict(gw.config.tenants) == {LOCAL: "local"}
+
+    save_keys(saved, 1, {hash_key("k"): "a"})
+    saved.chmod(0o644)
+    gw.restore_keys()
+    assert dict(gw.config.tenants) == {LOCAL: "local"}
+    assert load_keys(saved) is None

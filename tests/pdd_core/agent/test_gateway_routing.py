@@ -77,6 +77,24 @@ async def test_the_queue_of_reserved_prefills_leads_to_429(
     assert gateway.queued_s == dict.fromkeys(gateway.queued_s, 0.0)
 
 
+async def test_a_resume_is_refused_for_want_of_an_agent_never_for_its_predicted_ttft(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given: P queues so long that a new request's predicted TTFT breaks the target.
+    gateway = make_gateway(monkeypatch, tmp_path, prefill_s_per_token=0.01)
+    while not gateway.route(list(range(100)), 4, {}).rejected:
+        pass
+
+    # When: a request admitted before (its client holds tokens) resumes after a lost agent.
+    resumed = gateway.route(list(range(100)), 4, {}, resuming=True)
+    # Then: it runs; with no decode slot anywhere it would still be refused.
+    gateway.admission.held = dict(gateway.admission.capacity)
+    starved = gateway.route(list(range(100)), 4, {}, resuming=True)
+
+    assert not resumed.rejected
+    assert (starved.rejected, starved.reason) == (True, "no decode slot free")
+
+
 async def test_a_forced_pipeline_needs_the_configs_permission(gateway: Gateway) -> None:
     prompt = list(range(20))
     forced = gateway.route(prompt, 16, {"pipeline": "P-RLD-MD"})
@@ -130,6 +148,7 @@ async def test_the_gateway_decides_as_pdd_core_predict_does_on_the_same_state(
             gateway.config.wan.bandwidth_gbps,
             gateway.config.wan.rtt_ms,
             flows=1 if earlier.main else 0,
+            initial_window_bytes=gateway.config.wan_window_wire_bytes,
         ),
         rdma=None,
         kv_bytes_per_token=gateway.predictor.kv_bytes_per_token,

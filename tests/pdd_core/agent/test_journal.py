@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pdd_core.agent.journal import RECORD_FIELDS, Journal, RequestRecord
+from pdd_core.agent.journal import Journal
+from pdd_core.records import RECORD_FIELDS, RequestRecord
 
 
 def record(n: int) -> dict[str, object]:

@@ -16,7 +16,9 @@ SECRET = b"s3cret"
 
 async def _connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    body = PlaneAuth(SECRET).hello(hello("gateway", "gw-test", "m").body)
+    body = PlaneAuth(SECRET).hello(
+        hello("gateway", "gw-test", "m").body, to_role="prefill", to_agent="p-test"
+    )
     writer.write(encode_frame(control(FrameType.HELLO, "", body)))
     await writer.drain()
     ack = await read_frame(reader)
@@ -37,7 +39,9 @@ async def test_a_peer_gone_before_its_answer_ends_the_connection_quietly(
             await conn.send(control(FrameType.PONG, frame.request_id, {"pad": "x" * 65536}))
 
     me = hello("prefill", "p-test", "m")
-    server = await serve_frames("127.0.0.1", 0, me, handler, closed.append, auth=PlaneAuth(SECRET))
+    server = await serve_frames(
+        "127.0.0.1", 0, me, handler, closed.append, auth=PlaneAuth(SECRET), tls=None
+    )
     try:
         _, writer = await _connect(bound_address(server)[1])
         writer.write(encode_frame(control(FrameType.PING, "ping-1")))
@@ -69,7 +73,7 @@ async def test_a_handler_error_about_another_connection_is_still_logged(
             answered.set()
 
     server = await serve_frames(
-        "127.0.0.1", 0, hello("prefill", "p-test", "m"), handler, auth=PlaneAuth(SECRET)
+        "127.0.0.1", 0, hello("prefill", "p-test", "m"), handler, auth=PlaneAuth(SECRET), tls=None
     )
     try:
         _, writer = await _connect(bound_address(server)[1])

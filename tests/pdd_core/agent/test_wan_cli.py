@@ -59,7 +59,12 @@ async def test_pdd_wan_proxies_and_serves_counters(ports: tuple[int, int]) -> No
         assert status == 200
         assert body["bytes_up"] == 9 + 200_000
         assert body["bytes_down"] == 1
-        assert body["settings"] == {"bandwidth_gbps": 1.0, "rtt_ms": 2.0, "jitter_ms": 0.0}
+        assert body["settings"] == {
+            "bandwidth_gbps": 1.0,
+            "rtt_ms": 2.0,
+            "jitter_ms": 0.0,
+            "initial_window_bytes": 14_600.0,
+        }
     finally:
         process.terminate()
         process.wait(10)

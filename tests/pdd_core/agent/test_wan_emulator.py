@@ -20,7 +20,7 @@ from pdd_core.agent.runtime import reset
 from pdd_core.agent.wan import LineSettings, WanEmulator
 from pdd_core.agent.wan_control import ControlServer, control_request
 from pdd_core.agent.wan_probe import REQUEST, download, start_probe_server, upload
-from pdd_core.transfer import transfer_time
+from pdd_core.transfer import IW10_BYTES, TCP_RTO_MIN_S, transfer_time
 
 MB = 1024 * 1024
 TOLERANCE = 0.10
@@ -65,6 +65,33 @@ async def test_transfer_time_matches_the_physics_within_ten_percent(
     assert min(ups + downs) >= expected * 0.99, (ups, downs, expected)
     for measured in (min(ups), min(downs)):
         assert measured <= expected * (1 + TOLERANCE), (ups, downs, expected)
+    writer.close()
+    await emu.close()
+
+
+async def test_a_connection_idle_past_its_timeout_pays_slow_start_as_the_physics_does(
+    probe_port: int,
+) -> None:
+    # 8 MB at 0.5 Gbps over 20 ms: the window doubles from 14,600 B for 6 rounds before it
+    # covers the 1.25 MB bandwidth-delay product, about 110 ms more than a warm line's 154 ms.
+    settings = LineSettings(bandwidth_gbps=0.5, rtt_ms=20.0, initial_window_bytes=IW10_BYTES)
+    emu = await emulator(probe_port, settings)
+    reader, writer = await connect(emu)
+    link, size = settings.link_spec(), 8 * MB
+    cold = transfer_time(link, size, initial_window_bytes=IW10_BYTES)
+    warm = transfer_time(link, size)
+    assert cold > warm + 0.1
+
+    after_idle = []
+    for _ in range(3):
+        await asyncio.sleep(TCP_RTO_MIN_S * 1.5)
+        after_idle.append(await asyncio.wait_for(upload(reader, writer, size), 30))
+    # Back to back (within the timeout of the last delivery): the window stays open.
+    back_to_back = [await asyncio.wait_for(upload(reader, writer, size), 30) for _ in range(3)]
+
+    assert min(after_idle) >= cold * 0.99, (after_idle, cold)
+    assert min(after_idle) <= cold * (1 + TOLERANCE), (after_idle, cold)
+    assert warm * 0.99 <= min(back_to_back) <= warm * (1 + TOLERANCE), (back_to_back, warm)
     writer.close()
     await emu.close()
 
@@ -239,7 +266,12 @@ async def test_control_endpoint_requires_the_token_and_drives_the_emulator(
         address, "s3cret", "POST", "/degrade", {"bandwidth_gbps": 0.25, "rtt_ms": 30}
     )
     assert status == 200
-    assert body["settings"] == {"bandwidth_gbps": 0.25, "rtt_ms": 30.0, "jitter_ms": 0.0}
+    assert body["settings"] == {
+        "bandwidth_gbps": 0.25,
+        "rtt_ms": 30.0,
+        "jitter_ms": 0.0,
+        "initial_window_bytes": 0.0,
+    }
     assert emu.settings == LineSettings(0.25, 30.0, 0.0)
     status, _ = await control_request(address, "s3cret", "POST", "/degrade", {"rtt_ms": "x"})
     assert status == 400

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,4 +26,8 @@ def small_plan(small_inputs: PlannerInputs) -> Any:
 
 @pytest.fixture(scope="session")
 def reference_plan() -> Any:
-    return make_plan(inputs_from_scenario(load_scenario(SCENARIOS / "pdd_reference.toml")))
+    # The search alone (about 30 s of CPU): measuring every family's capacity over five
+    # workloads costs a minute more and is printed by bench/reproduce_reference.py; the
+    # verdict's statistics are tested on the small scenario.
+    inputs = inputs_from_scenario(load_scenario(SCENARIOS / "pdd_reference.toml"))
+    return make_plan(replace(inputs, settings=replace(inputs.settings, capacity_seeds=0)))

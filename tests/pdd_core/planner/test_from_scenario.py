@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pdd_core.planner import CandidateChip, inputs_from_scenario
+from pdd_core.planner.reasons import arrivals_sentence
 from pdd_core.scenario import load_scenario
 from pdd_core.specs import Role
 
@@ -25,7 +27,7 @@ def test_reference_candidates_and_settings() -> None:
         CandidateChip("dc-a", "gpu-a", 256, (Role.PREFILL, Role.RELAY_DECODE)),
         CandidateChip("dc-b", "gpu-b", 128, (Role.MAIN_DECODE,)),
     )
-    assert inputs.settings.max_simulations == 5
+    assert inputs.settings.simulations == 12
     assert inputs.seed == 7
 
 
@@ -56,3 +58,18 @@ def test_candidate_limit_must_be_positive(tmp_path: Path) -> None:
     scenario = load_scenario(_with_planner(tmp_path, table))
     with pytest.raises(ValueError, match="max_chips"):
         inputs_from_scenario(scenario)
+
+
+def test_the_plan_says_which_arrival_model_it_ran() -> None:
+    scenario = load_scenario(SCENARIOS / "small.toml")
+    generated = inputs_from_scenario(scenario)
+    assert generated.config.closed_loop is True
+    assert arrivals_sentence(generated).startswith(
+        "arrivals closed loop: a session's next turn arrives after its previous answer plus "
+        "the generator's tool/think time (exponential, mean 4 s,"
+    )
+    trace = inputs_from_scenario(scenario, scenario.workload.requests(), closed_loop=False)
+    assert trace.config == replace(generated.config, closed_loop=False)
+    assert arrivals_sentence(trace).startswith(
+        "arrivals open loop: every request at the recorded trace's arrival time"
+    )

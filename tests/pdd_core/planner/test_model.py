@@ -95,3 +95,17 @@ def test_bathtub_marks_valley_and_current(small_plan: object) -> None:
     assert 0 <= tub.valley_index < len(tub.points)
     assert tub.current.goodput_rps > 0
     assert all(p.revenue_per_cost >= 0 for p in tub.points)
+
+
+def test_a_design_keeps_its_chunk_budget_through_json_and_into_the_simulator(
+    small_inputs: PlannerInputs,
+) -> None:
+    from dataclasses import replace
+
+    from pdd_core.planner.verify import topology_of
+
+    design = prepare(small_inputs).found.pdd[0].design
+    chunked = replace(design, prefill=replace(design.prefill, chunk_tokens=1024))
+    assert design_from_dict(chunked.to_dict()) == chunked
+    pools = topology_of(small_inputs, chunked).pools_of(chunked.prefill.role)
+    assert {p.chunk_tokens for p in pools} == {1024}

@@ -53,10 +53,21 @@ def designs(small_inputs: PlannerInputs) -> dict[str, Design]:
     return {"planned": planned, "relay-pool": _relay_pool_design(small_inputs)}
 
 
-@pytest.mark.parametrize("name", ["planned", "relay-pool"])
+# The small scenario's generated sessions run closed loop by default (a turn after its
+# predecessor's answer); both arrival models are held to the property.
+@pytest.mark.parametrize(
+    ("name", "closed_loop"),
+    [
+        ("planned", True),
+        ("planned", False),
+        ("relay-pool", False),
+        ("relay-pool", True),
+    ],
+)
 def test_more_wan_bandwidth_never_lowers_capacity_with_retuned_routing(
-    inputs: PlannerInputs, designs: dict[str, Design], name: str
+    inputs: PlannerInputs, designs: dict[str, Design], name: str, closed_loop: bool
 ) -> None:
+    inputs = replace(inputs, config=replace(inputs.config, closed_loop=closed_loop))
     profile = prepare(inputs).profile
     previous = 0.0
     for gbps in BANDWIDTHS_GBPS:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from pdd_core import perf
+from pdd_core.cache import RadixCache
 from pdd_core.routing import Pipeline
 from pdd_core.sim.instance import Instance, Job, Seq, prefill_timing
 from pdd_core.sim.records import Flight
@@ -156,3 +157,66 @@ def test_a_shared_prefix_needs_no_pages_of_its_own(shared: int) -> None:
     seq.shared = shared
     inst.add_seq(seq, 0.0)
     assert inst.kv_used == 1000 - shared + 1
+
+
+def _colocated(loop: Loop, kv_tokens: int, cache: RadixCache) -> Instance:
+    return Instance(
+        loop,
+        name="c",
+        role=None,
+        model=MODEL,
+        chip=CHIP,
+        tp=16,
+        kv_tokens=kv_tokens,
+        max_batch=8,
+        chunk_tokens=4096,
+        cache=cache,
+        shares_pool=True,
+    )
+
+
+def _prefixed(name: str, hashes: tuple[int, ...], shared: int, output: int) -> Seq:
+    request = Request(
+        id=name, arrival_s=0.0, input_tokens=1000, output_tokens=output, block_hashes=hashes
+    )
+    return Seq(Flight(request, Pipeline.COLOCATED), 1000, output, Role.PREFILL, shared)
+
+
+def test_a_colocated_sequence_holds_its_whole_context_with_shared_pages_counted_once() -> None:
+    # Issue #25: a decoding sequence attends to its whole context, so on a colocated instance
+    # its cached prefix is in the same KV pool. Two sequences sharing a 512-token prefix (one
+    # 512-token block) hold 1000 - 512 + 1 own tokens each and the prefix once.
+    cache = RadixCache(10**6, 512)
+    cache.insert((1, 2))
+    cache.insert((1, 3))
+    loop = Loop()
+    inst = _colocated(loop, 10**6, cache)
+    first, second = _prefixed("a", (1, 2), 512, 3), _prefixed("b", (1, 3), 512, 50)
+    inst.add_seq(first, 0.0)
+    assert inst.kv_used == 489 + 512
+    inst.add_seq(second, 0.0)
+    loop.step()  # the end of the step in flight, where the second joins
+    assert inst.kv_used == 489 + 1 + 489 + 512  # the first grew by a token; the prefix once
+    assert cache.pinned_blocks() == 1
+    while first.in_batch:
+        loop.step()
+    assert cache.pinned_blocks() == 1  # the second still pins it
+    loop.run()
+    assert cache.pinned_blocks() == 0
+    assert inst.kv_used == 0
+
+
+def test_a_colocated_pool_without_room_for_the_prefix_does_not_admit() -> None:
+    # The pool holds 1200 tokens: the first sequence's own 489 + the 512-token prefix fit, a
+    # second unrelated one (489 own + its own 512-token prefix) does not, and its pin is undone.
+    cache = RadixCache(10**6, 512)
+    cache.insert((1,))
+    cache.insert((7,))
+    loop = Loop()
+    inst = _colocated(loop, 1200, cache)
+    inst.add_seq(_prefixed("a", (1,), 512, 40), 0.0)
+    inst.add_seq(_prefixed("b", (7,), 512, 40), 0.0)
+    loop.step()
+    assert inst.decode_state().active == 1
+    assert inst.decode_state().waiting == 1
+    assert cache.pinned_blocks() == 1

@@ -37,7 +37,7 @@ REL_TOL = 1e-9
 # MD's DRC 90% of its KV and doubles the batch limit, so MD preempts.
 CASES: dict[str, tuple[Path, Path | None, float, int, dict[str, Any]]] = {
     "small": (SCENARIOS / "small.toml", None, 1.0, 0, {}),
-    "small_closed_loop": (SCENARIOS / "small.toml", None, 1.0, 0, {"closed_loop": True}),
+    "small_open_loop": (SCENARIOS / "small.toml", None, 1.0, 0, {"closed_loop": False}),
     "small_kv": (
         SCENARIOS / "small.toml",
         None,

@@ -84,7 +84,14 @@ def test_busy_span_rate_is_bytes_over_the_time_a_transfer_was_on_the_line():
 
 def test_slow_start_lengthens_a_cold_wan_transfer():
     table = RoutingTable(transfer_budget_s=100.0, early_rejection=False)
-    warm = simulate(_topology(20.0, 40.0), "pdd", [_lone(50)], model_id=MODEL, table=table)
+    warm = simulate(
+        _topology(20.0, 40.0),
+        "pdd",
+        [_lone(50)],
+        model_id=MODEL,
+        table=table,
+        config=SimConfig(wan_initial_window_bytes=0.0),
+    )
     cold = simulate(
         _topology(20.0, 40.0),
         "pdd",

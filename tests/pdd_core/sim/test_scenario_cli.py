@@ -59,7 +59,24 @@ def test_compare_json_has_every_policy_and_exactly_the_keys(capsys):
         "policies",
         "capacity",
         "capacity_notes",
+        "searched",
     ]
+    # The planner's searched best design of every family, then the hand-written pools, each
+    # measured over the same independent workloads.
+    labels = [row["label"] for row in payload["searched"]["rows"]]
+    assert labels == [
+        "searched pdd",
+        "searched same-dc",
+        "searched same-dc-hetero",
+        "searched colocated",
+        "hand-written pdd",
+        "hand-written same-dc",
+        "hand-written colocated",
+    ]
+    for row in payload["searched"]["rows"]:
+        if row["found"] and "capacity" in row:
+            cap = row["capacity"]
+            assert cap["low_rps"] <= cap["goodput_rps"] <= cap["high_rps"]
     assert list(payload["policies"]) == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     for row in payload["policies"].values():
         assert tuple(row) == COMPARE_KEYS
@@ -80,10 +97,13 @@ def test_compare_table_prints_all_policies_with_ratios(capsys):
     assert main(["compare", str(SMALL)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("SLA: TTFT P90 <= ")
-    header = out.splitlines()[3].split()
+    lines = out.splitlines()
+    assert lines[3].startswith("hand-written pools")
+    header = lines[4].split()
     assert header == ["colocated", "same-dc", "naive-cross-dc", "pdd"]
     assert "ratios (x) are to same-dc" in out
     assert "capacity goodput (req/s)" in out
+    assert "design families, searched by the planner" in out
 
 
 def test_simulate_writes_results_records_and_an_offline_report(tmp_path, capsys):
@@ -115,3 +135,31 @@ def test_the_compared_rows_are_the_compared_figures():
 
     keys = [key for key, _, _ in ROWS]
     assert len(keys) == len(set(keys)) and set(keys) == set(COMPARE_KEYS)
+
+
+def test_a_pool_chunk_budget_reaches_its_instances(tmp_path):
+    """``chunk_tokens`` on a pool overrides ``[engine] prefill_chunk_tokens`` for its instances
+    (and a bad value names the key)."""
+    from pdd_core.sim import Policy, Simulator
+
+    text = SMALL.read_text(encoding="utf-8").replace(
+        'chip = "h20"\nrole = "MD"\ninstances = 1\ntp = 8\n',
+        'chip = "h20"\nrole = "MD"\ninstances = 1\ntp = 8\nchunk_tokens = 2048\n',
+        1,
+    )
+    path = tmp_path / "chunked.toml"
+    path.write_text(text, encoding="utf-8")
+    scenario = load_scenario(path)
+    sim = Simulator(
+        scenario.topology_for("pdd"),
+        Policy.PDD,
+        model_id=scenario.model_id,
+        sla=scenario.sla,
+        table=scenario.table,
+        config=scenario.config,
+    )
+    assert {i.chunk_tokens for i in sim.decode} == {2048}
+    assert {i.chunk_tokens for i in sim.prefill} == {scenario.config.prefill_chunk_tokens}
+    path.write_text(text.replace("chunk_tokens = 2048", "chunk_tokens = 0"), encoding="utf-8")
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        load_scenario(path)

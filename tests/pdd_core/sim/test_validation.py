@@ -59,7 +59,12 @@ def test_lone_request_pdd_p_md_is_prefill_plus_wan(pdd_topology):
 
     record = result.records[0]
     prefill = perf.prefill_time(model, topo.chips["h800"], 12_000, 0, _p_shape(topo)).seconds
-    wan = transfer_time(topo.link_between("a", "b"), perf.kv_bytes(model, 12_000))
+    # The default WAN transfer starts from RFC 6928's initial window (``SimConfig``).
+    wan = transfer_time(
+        topo.link_between("a", "b"),
+        perf.kv_bytes(model, 12_000),
+        initial_window_bytes=SimConfig().wan_initial_window_bytes,
+    )
     assert record.pipeline == "P-MD"
     assert record.ttft_s == pytest.approx(prefill + wan, rel=1e-9)
     assert record.wan_bytes == perf.kv_bytes(model, 12_000)

@@ -43,6 +43,7 @@ from controlplane.agents.management.demo import (
     demo_setup,
 )
 from controlplane.agents.management.demo_incident import INCIDENT_RTT_MS, INCIDENT_S, wan_incident
+from controlplane.agents.management.demo_mix import DEMO_ROUTING, MIX_PERIOD_S, mix_loop
 from controlplane.agents.models import Agent
 from controlplane.planning.selectors import active_plan
 
@@ -110,6 +111,7 @@ class Demo:
         self.url = f"http://{self.host}:{self.port}"
         self.children: list[subprocess.Popen[str]] = []  # daphne, pdd up
         self.replay: subprocess.Popen[str] | None = None
+        self.mix: subprocess.Popen[str] | None = None  # the PDD mix (demo_mix), timed plane only
         self.stop = threading.Event()
         self.run_dir = demo_dir()
 
@@ -166,6 +168,10 @@ class Demo:
         self._await_agents(60)
         self.banner(gateway)
         threading.Thread(target=self._replay_loop, args=(gateway,), daemon=True).start()
+        if _timed():
+            threading.Thread(target=mix_loop, daemon=True, args=(
+                self._spawn_mix, lambda trace: self._replay_command(trace, gateway),
+                self.run_dir, self.stop)).start()  # fmt: skip
         if self.incident_after >= 0:
             wan = self.run_dir / "dataplane" / "dataplane.json"
             threading.Thread(target=wan_incident, args=(wan, self.incident_after, self.stop,
@@ -177,6 +183,8 @@ class Demo:
         for agent in raw["agents"]:
             if agent["role"] == "gateway":
                 agent["port"] = self.gateway_port
+        if _timed():  # the PDD mix's handoffs (demo_mix.DEMO_ROUTING)
+            raw["routing"] = {**raw.get("routing", {}), **DEMO_ROUTING}
         path = self.run_dir / "topology.json"
         path.write_text(json.dumps(raw, indent=2), encoding="utf-8")
         return path
@@ -193,11 +201,18 @@ class Demo:
             f"  API key:    {key}   (tenant {DEMO_TENANT}; {again})",
             f'  Try:        curl {gateway}/v1/completions -H "Authorization: Bearer {key}" '
             """-d '{"prompt": "hello", "max_tokens": 8}'""",
-            f"  Invoice:    {self.url}/api/v1/billing/invoices/{DEMO_TENANT}/"
-            f"{time.strftime('%Y-%m')}/   (this month's draft, priced by the seeded price book)",
+            f"  Invoice:    {self.url}/billing/invoices/{DEMO_TENANT}/{time.strftime('%Y-%m')}/"
+            "   (this month's draft, priced by the seeded price book; JSON at /api/v1/billing/"
+            f"invoices/{DEMO_TENANT}/{time.strftime('%Y-%m')}/)",
             f"  Logs:       {self.run_dir}",
             wan_line(),
-            "  Load:       pdd replay of the Mooncake sample, in a loop. Ctrl-C stops all.",
+            "  Load:       pdd replay of the Mooncake sample, in a loop"
+            + (
+                f", and every {MIX_PERIOD_S:.0f} s three fresh long prompts (P-RLD, P-RLD-MD)"
+                if _timed()
+                else ""
+            )
+            + ". Ctrl-C stops all.",
         ]
         if self.incident_after >= 0:
             lines.append(
@@ -272,16 +287,25 @@ class Demo:
             "demo_replay_args", DEMO_REPLAY_ARGS
         )
         while not self.stop.is_set():
-            # The key travels in the environment (ps shows argv).
             self.replay = self._spawn(
-                [sys.executable, "-m", "pdd_core", "replay", str(TRACE), "--gateway", gateway,
-                 "--speed", str(self.speed), *[str(arg) for arg in scale]],
-                log,
-                env={**os.environ, "PDD_API_KEY": self.demo.api_key},
+                [*self._replay_command(TRACE, gateway), *[str(arg) for arg in scale]],
+                log, env=self._replay_env(),
             )  # fmt: skip
             while self.replay.poll() is None and not self.stop.wait(0.5):
                 pass
             self.stop.wait(1.0)
+
+    def _replay_command(self, trace: Path, gateway: str) -> list[str]:
+        return [sys.executable, "-m", "pdd_core", "replay", str(trace), "--gateway", gateway,
+                "--speed", str(self.speed)]  # fmt: skip
+
+    def _replay_env(self) -> dict[str, str]:
+        """The key travels in the environment (ps shows argv)."""
+        return {**os.environ, "PDD_API_KEY": self.demo.api_key}
+
+    def _spawn_mix(self, command: list[str], log: Path) -> subprocess.Popen[str]:
+        self.mix = self._spawn(command, log, env=self._replay_env())
+        return self.mix
 
     def _stop_all(self) -> None:
         """Load first, then the data plane, then the control plane, one after the other, each
@@ -289,7 +313,7 @@ class Demo:
         agent still listens, so nothing is sent to an agent already gone."""
         self.stop.set()
         deadline = time.monotonic() + 30
-        for child in (self.replay, *reversed(self.children)):
+        for child in (self.replay, self.mix, *reversed(self.children)):
             if child is None:
                 continue
             if child.poll() is None:
@@ -299,7 +323,7 @@ class Demo:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(timeout=5)
-            if child is self.replay:
+            if child is self.mix:
                 time.sleep(GATEWAY_DRAIN_S)
 
 
@@ -315,6 +339,12 @@ def wan_line() -> str:
             "their size: the same transfer times)"
         )
     return line + "; the topology page shows this line and its bytes at full size"
+
+
+def _timed() -> bool:
+    """Whether the plane is the roofline-timed one (the PDD mix's long prompts cost it only
+    sleeps; a real CPU engine would take minutes over each)."""
+    return bool(json.loads(TOPOLOGY.read_text(encoding="utf-8"))["engine"]["kind"] == "timed")
 
 
 def _agent_names() -> set[str]:

@@ -40,6 +40,7 @@ DEMO_RULES = (
     ("demo-ttft-p90", "TTFT P90 per minute", AlertMetric.TTFT_P90, "ttft_p90_s"),
     ("demo-ttft-p99", "TTFT P99 per minute", AlertMetric.TTFT_P99, "ttft_p99_s"),
     ("demo-tpot-p90", "TPOT P90 per minute", AlertMetric.TPOT_P90, "tpot_p90_s"),
+    ("demo-tpot-p99", "TPOT P99 per minute", AlertMetric.TPOT_P99, "tpot_p99_s"),
 )
 
 
@@ -53,6 +54,12 @@ def showcase_seed() -> tuple[int, int]:
                                  "window_s": 60},
         )  # fmt: skip
         rules += created
+    _, created = SlaRule.objects.get_or_create(
+        slug="demo-dead-letters", defaults={"name": "Records refused per minute",
+                                            "metric": AlertMetric.DEAD_LETTERS, "threshold": 0.0,
+                                            "window_s": 60},
+    )  # fmt: skip
+    rules += created
     prices = tomllib.loads(PRICES.read_text(encoding="utf-8"))["prices"]
     books = 0
     for model in ModelProfile.objects.filter(pools__isnull=False).distinct():

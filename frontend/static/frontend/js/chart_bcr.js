@@ -1,12 +1,16 @@
-import { COLORS, draw, lineTraces, xs, ys } from "./series.js";
+import { COLORS, draw, lineTraces, xs } from "./series.js";
+import { bcrPerDollar } from "./units.js";
 
-// BCR (goodput per $/h of hardware) per window, and the active plan's prediction if any.
+// BCR per window in good requests per $ (units.js), and the active plan's prediction if any.
 export function render(el, points, ctx) {
   const x = xs(points);
-  const traces = lineTraces(points, ys(points, "bcr"), { name: "BCR", line: { color: COLORS[0] } });
-  if (ctx.plan_bcr !== null && ctx.plan_bcr !== undefined) {
-    traces.push({ x: [x[0], x[x.length - 1]], y: [ctx.plan_bcr, ctx.plan_bcr],
+  const y = points.map((p) => bcrPerDollar(p.bcr));
+  const traces = lineTraces(points, y, { name: "BCR", line: { color: COLORS[0] },
+    hovertemplate: "%{y:.3g} good requests per $<extra></extra>" });
+  const plan = bcrPerDollar(ctx.plan_bcr);
+  if (plan !== null && x.length) {
+    traces.push({ x: [x[0], x[x.length - 1]], y: [plan, plan],
       name: "plan prediction", mode: "lines", line: { dash: "dash", color: COLORS[4] } });
   }
-  draw(el, traces, { yaxis: { title: { text: "req/s per $/h" }, rangemode: "tozero" } }, points);
+  draw(el, traces, { yaxis: { title: { text: "good requests per $" }, rangemode: "tozero" } }, points);
 }

@@ -1,7 +1,6 @@
 import { COLORS, draw, fitTargets, lineTraces, ys } from "./series.js";
 
-// WAN Gbit/s per window, the axis fitted to the traffic; the links' total capacity is a line when
-// it is within reach, otherwise named in the corner (a lightly used line stays visible).
+// WAN Gbit/s per window against the links' total capacity (a line always in sight).
 export function render(el, points, ctx) {
   const fit = fitTargets(points, ["wan_gbps"], [
     { value: ctx.wan_capacity_gbps, name: "capacity", dash: "dash" },

@@ -1,9 +1,11 @@
-// The /ws/live/ stream: subscribe to scopes, reconnect with backoff, pause while the tab is
-// hidden, and flag "stale" when no point has arrived for STALE_MS.
+// The /ws/live/ stream: subscribe to scopes (and, with `state`, to the deployment's state of one
+// scope), reconnect with backoff, pause while the tab is hidden, and flag "stale" when no point
+// has arrived for STALE_MS (state messages keep coming on an idle deployment: they prove the
+// socket, not the data).
 const STALE_MS = 15000;
 const MAX_BACKOFF_MS = 30000;
 
-export function openLive({ scopes, onPoints, onAlert, onResume, statusEl }) {
+export function openLive({ scopes, state, onPoints, onAlert, onState, onResume, statusEl }) {
   let socket = null;
   let backoff = 1000;
   let lastMessage = Date.now();
@@ -13,7 +15,9 @@ export function openLive({ scopes, onPoints, onAlert, onResume, statusEl }) {
   };
   const url = () => {
     const proto = location.protocol === "https:" ? "wss" : "ws";
-    const query = scopes.map((s) => "scope=" + encodeURIComponent(s)).join("&");
+    const parts = scopes.map((s) => "scope=" + encodeURIComponent(s));
+    if (state) parts.push("state=" + encodeURIComponent(state));
+    const query = parts.join("&");
     return `${proto}://${location.host}/ws/live/?${query}`;
   };
   const connect = () => {
@@ -22,6 +26,7 @@ export function openLive({ scopes, onPoints, onAlert, onResume, statusEl }) {
     socket.onopen = () => { backoff = 1000; lastMessage = Date.now(); setStatus("live"); };
     socket.onmessage = (event) => {
       const message = JSON.parse(event.data);
+      if (message.event === "state") { if (onState) onState(message); return; }
       lastMessage = Date.now();
       setStatus("live");
       if (message.event === "points") onPoints(message);

@@ -1,5 +1,6 @@
-"""The bounds of a record: ``within_bounds`` (the fast check) agrees with the messages of
-``record_bound_errors`` on every record, including those on an edge."""
+"""The bounds of a record (``pdd_core.records``, which ingestion applies): ``within_bounds``
+(the fast check) agrees with the messages of ``record_bound_errors`` on every record,
+including those on an edge."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controlplane.telemetry.bounds import (
+from pdd_core.records import (
     MAX_REQUEST_S,
     TIMING_SLACK_S,
     RecordLimits,
