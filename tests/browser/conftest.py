@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
+from tests.browser.showcase import USERS, Showcase, elsewhere, showcase_seed
 from tests.live_server import ServerProcess, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,3 +98,54 @@ def log_in(page: Any, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+
+
+@pytest.fixture(scope="module")
+def show(live_server_url: str, django_db_blocker: Any) -> Iterator[Showcase]:
+    """The showcase (``showcase.py``), seeded once per module that asks for it and removed
+    after it: a module's tests see no other module's writes."""
+    seeded = elsewhere(django_db_blocker, showcase_seed)
+    yield seeded
+    elsewhere(django_db_blocker, lambda: call_command("flush", "--no-input", verbosity=0))
+
+
+@pytest.fixture(scope="module")
+def sessions(browser: Any, live_server_url: str, show: Showcase) -> dict[str, Any]:
+    """A logged-in browser state per user, made once (each test opens fresh contexts)."""
+    states = {}
+    for name, (username, password) in USERS.items():
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{live_server_url}/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", password)
+        page.click("button[type=submit]")
+        page.wait_for_load_state("load")
+        states[name] = context.storage_state()
+        context.close()
+    return states
+
+
+@pytest.fixture
+def open_page(
+    browser: Any, sessions: dict[str, Any], live_server_url: str
+) -> Iterator[Callable[..., Any]]:
+    """``open_page(user, path, size="1440")``: a fresh page of ``user`` (None: anonymous)."""
+    contexts: list[Any] = []
+
+    def make(user: str | None, path: str, size: str = "1440") -> Any:
+        width, height = SIZES[size]
+        context = browser.new_context(
+            viewport={"width": width, "height": height},
+            storage_state=sessions[user] if user else None,
+        )
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: print(f"page error on {path} at {size}: {error}"))
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server_url}{path}")
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()

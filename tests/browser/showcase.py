@@ -11,6 +11,8 @@ billing usage), in this process; only the clock of each record is chosen.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +29,8 @@ INCIDENT = (timedelta(minutes=7), timedelta(minutes=4))  # before now: from, to
 OPERATOR = ("ops", "ops-pass-123")
 VIEWER = ("val", "pw-val-123456")
 BILLING = ("bill", "pw-bill-123456")
+USERS = {"ops": OPERATOR, "val": VIEWER, "bill": BILLING}
+PLOTS_DRAWN = "document.querySelectorAll('.js-plotly-plot').length === 6"
 
 
 @dataclass(frozen=True)
@@ -184,3 +188,32 @@ def showcase_seed() -> Showcase:
     traffic(now, prefix=prefix)
     return Showcase(now=now, api_key_prefix=prefix, agent_tokens=tokens, plan_id=_plan(),
                     last_month=last_month)  # fmt: skip
+
+
+def elsewhere(django_db_blocker: Any, work: Callable[[], Any]) -> Any:
+    """Run ``work`` on a thread of its own, as another process of the control plane would:
+    what it broadcasts goes to this test process's channel layer (on the embedded defaults, not
+    daphne's), and Playwright's event loop in this thread cannot host Django's sync-to-async
+    calls anyway."""
+    from django.db import connection
+
+    def run() -> Any:
+        try:
+            with django_db_blocker.unblock():
+                return work()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result()
+
+
+def ready(page: Any, path: str) -> None:
+    """Wait until the page has drawn what its scripts draw (charts, the agents' table)."""
+    if page.locator("#overview-data").count():
+        page.wait_for_function(PLOTS_DRAWN)
+        page.wait_for_selector("#sla-table tbody tr[data-target=all]")
+    elif page.locator("#topology-state").count():
+        page.wait_for_selector("#agents tbody tr[data-agent]")
+    elif page.locator("#bathtub-figure").count():
+        page.wait_for_selector("#bathtub-chart.js-plotly-plot")

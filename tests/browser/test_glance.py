@@ -4,8 +4,9 @@ One daphne (the suite's ``live_server_url``) and one browser serve every test he
 seeded deployment (``showcase``: the demo's inventory, agents, an hour of traffic with an
 incident and its alert, a plan, last month invoiced). The showcase is written once for the
 module and removed after it; tests reach the database only through ``elsewhere`` (a thread of
-its own, committed at once, as another process of the control plane would), so nothing here
-depends on another test's writes beyond it (the live-alert test restores what it changes).
+its own, committed at once, as another process of the control plane would), and none writes
+what another reads (the live-alert test, which ingests records now, has a module and a
+showcase of its own: ``test_live_alert.py``).
 
 ``test_every_page_holds_at_1440_and_390`` writes the screenshots of every page at 1440 x 900 and
 390 x 844 to ``test-artifacts/screenshots/`` and prints each page's width.
@@ -16,98 +17,16 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from tests.browser.conftest import ARTIFACTS, SIZES
-from tests.browser.showcase import BILLING, OPERATOR, VIEWER, Showcase, record, showcase_seed
+from tests.browser.showcase import BILLING, Showcase, elsewhere, ready
 
 pytestmark = pytest.mark.browser
-PLOTS_DRAWN = "document.querySelectorAll('.js-plotly-plot').length === 6"
-USERS = {"ops": OPERATOR, "val": VIEWER, "bill": BILLING}
-
-
-def elsewhere(django_db_blocker: Any, work: Callable[[], Any]) -> Any:
-    """Run ``work`` on a thread of its own, as another process of the control plane would:
-    what it broadcasts goes to this test process's channel layer (on the embedded defaults, not
-    daphne's), and Playwright's event loop in this thread cannot host Django's sync-to-async
-    calls anyway."""
-    from django.db import connection
-
-    def run() -> Any:
-        try:
-            with django_db_blocker.unblock():
-                return work()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(run).result()
-
-
-@pytest.fixture(scope="module")
-def show(live_server_url: str, django_db_blocker: Any) -> Iterator[Showcase]:
-    seeded = elsewhere(django_db_blocker, showcase_seed)
-    yield seeded
-    elsewhere(django_db_blocker, lambda: call_command("flush", "--no-input", verbosity=0))
-
-
-@pytest.fixture(scope="module")
-def sessions(browser: Any, live_server_url: str, show: Showcase) -> dict[str, Any]:
-    """A logged-in browser state per user, made once (each test opens fresh contexts)."""
-    states = {}
-    for name, (username, password) in USERS.items():
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(f"{live_server_url}/accounts/login/")
-        page.fill("input[name=username]", username)
-        page.fill("input[name=password]", password)
-        page.click("button[type=submit]")
-        page.wait_for_load_state("load")
-        states[name] = context.storage_state()
-        context.close()
-    return states
-
-
-@pytest.fixture
-def open_page(
-    browser: Any, sessions: dict[str, Any], live_server_url: str
-) -> Iterator[Callable[..., Any]]:
-    """``open_page(user, path, size="1440")``: a fresh page of ``user`` (None: anonymous)."""
-    contexts: list[Any] = []
-
-    def make(user: str | None, path: str, size: str = "1440") -> Any:
-        width, height = SIZES[size]
-        context = browser.new_context(
-            viewport={"width": width, "height": height},
-            storage_state=sessions[user] if user else None,
-        )
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda error: print(f"page error on {path} at {size}: {error}"))
-        page.set_default_timeout(20_000)
-        page.goto(f"{live_server_url}{path}")
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-def _ready(page: Any, path: str) -> None:
-    """Wait until the page has drawn what its scripts draw (charts, the agents' table)."""
-    if page.locator("#overview-data").count():
-        page.wait_for_function(PLOTS_DRAWN)
-        page.wait_for_selector("#sla-table tbody tr[data-target=all]")
-    elif page.locator("#topology-state").count():
-        page.wait_for_selector("#agents tbody tr[data-agent]")
-    elif page.locator("#bathtub-figure").count():
-        page.wait_for_selector("#bathtub-chart.js-plotly-plot")
 
 
 def _pages(show: Showcase) -> list[tuple[str, str | None, str]]:
@@ -164,7 +83,7 @@ def test_every_page_holds_at_1440_and_390(
             _beat(django_db_blocker)  # the agents stay as the showcase has them
             started = time.monotonic()
             page = open_page(user, path, size)
-            _ready(page, path)
+            ready(page, path)
             width = page.evaluate("document.documentElement.scrollWidth")
             widths.setdefault(name, {})[size] = width
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -180,7 +99,7 @@ def test_every_page_holds_at_1440_and_390(
 
 def test_kpi_figures_hold_on_one_line_at_1440(show: Showcase, open_page: Any) -> None:
     page = open_page("ops", "/")
-    _ready(page, "/")
+    ready(page, "/")
 
     cut = page.evaluate(
         "[...document.querySelectorAll('.kpi b, .kpi > span')]"
@@ -214,7 +133,7 @@ def test_the_sla_panel_shows_each_target_beside_its_figures_in_colour(
     from controlplane.telemetry.attainment import sla_panel
 
     page = open_page("ops", "/")
-    _ready(page, "/")
+    ready(page, "/")
     panel = elsewhere(django_db_blocker, sla_panel)
     rows = page.evaluate(
         "[...document.querySelectorAll('#sla-table tbody tr')].map(tr => ({"
@@ -242,7 +161,7 @@ def test_the_ttft_chart_always_shows_both_sla_lines_and_shades_only_above_the_p9
     show: Showcase, open_page: Any
 ) -> None:
     page = open_page("ops", "/")
-    _ready(page, "/")
+    ready(page, "/")
 
     layout = page.evaluate(
         "(() => { const l = document.getElementById('chart-ttft').layout;"
@@ -262,7 +181,7 @@ def test_bcr_reads_in_one_unit_with_its_explanation_beside_cost_per_hour_and_per
     from frontend.units import BCR_HELP, bcr_text, money_text
 
     page = open_page("ops", "/")
-    _ready(page, "/")
+    ready(page, "/")
     point = page.evaluate(
         "(async () => { const s = await import('/static/frontend/js/series.js');"
         " const ctx = JSON.parse(document.getElementById('overview-data').textContent);"
@@ -287,77 +206,12 @@ def test_bcr_reads_in_one_unit_with_its_explanation_beside_cost_per_hour_and_per
     assert row.split("\t")[:2] == ["BCR (good requests per $)", f"{predicted * 3600:.3g}"]
 
 
-def test_an_alert_opens_and_resolves_while_the_overview_stays_open(
-    show: Showcase, open_page: Any, django_db_blocker: Any
-) -> None:
-    """The evaluator runs in this process, not in daphne's: on the embedded defaults its push
-    cannot reach the page (an in-memory channel layer per process); the card must follow anyway
-    (the socket's state, read from the database)."""
-    from django.utils import timezone
-
-    from controlplane.telemetry.alerts import alerts_evaluate
-    from controlplane.telemetry.models import SlaRule
-    from controlplane.telemetry.rollups import window_start
-    from controlplane.telemetry.services import records_ingest
-
-    page = open_page("ops", "/")
-    _ready(page, "/")
-    page.wait_for_selector("#live-status[data-state=live], #live-status[data-state=stale]")
-    assert page.inner_text("[data-kpi=alerts]") == "0"
-
-    def only_a_5s_rule() -> tuple[list[int], SlaRule]:
-        others = list(SlaRule.objects.filter(enabled=True).values_list("pk", flat=True))
-        SlaRule.objects.filter(pk__in=others).update(enabled=False)
-        rule = SlaRule.objects.create(slug="live-5s", name="TTFT P90, 5 s windows",
-                                      metric="ttft_p90", threshold=5.0, window_s=5)  # fmt: skip
-        return others, rule
-
-    others, rule = elsewhere(django_db_blocker, only_a_5s_rule)
-    seconds = []
-    try:
-        for slow, expect in ((True, "1"), (False, "0")):
-
-            def evaluate(slow: bool = slow) -> tuple[Any, Any]:
-                now = timezone.now()
-                closed = window_start(now, 5) - timedelta(seconds=5)
-                batch = [
-                    record(closed + timedelta(seconds=1 + i * 0.1), 9000 + i + 100 * slow,
-                           prefix=show.api_key_prefix, slow=slow)
-                    for i in range(12)
-                ]  # fmt: skip
-                assert not records_ingest(records=batch).errors
-                return now, alerts_evaluate(now=now)
-
-            now, outcome = elsewhere(django_db_blocker, evaluate)
-            assert (outcome.opened, outcome.resolved) == ((1, 0) if slow else (0, 1))
-            started = time.monotonic()
-            page.wait_for_function(
-                f"document.querySelector('[data-kpi=alerts]').innerText === '{expect}'",
-                timeout=10_000,
-            )
-            seconds.append(round(time.monotonic() - started, 2))
-            if slow:
-                assert page.inner_text("[data-kpi=alerts-detail]") == rule.name
-                page.screenshot(path=str(ARTIFACTS / "overview-alert-open-1440.png"))
-            # The next evaluation must read a later window.
-            time.sleep(max(0.0, (window_start(now, 5) + timedelta(seconds=5) - timezone.now())
-                           .total_seconds() + 0.2))  # fmt: skip
-    finally:
-
-        def restore() -> None:
-            rule.delete()
-            SlaRule.objects.filter(pk__in=others).update(enabled=True)
-
-        elsewhere(django_db_blocker, restore)
-    print("seconds from evaluation to the card (open, resolved):", seconds)
-
-
 def test_topology_is_a_picture_of_sites_pools_and_the_wan_line_with_live_agents(
     show: Showcase, open_page: Any, django_db_blocker: Any
 ) -> None:
     _beat(django_db_blocker)
     page = open_page("ops", "/topology/")
-    _ready(page, "/topology/")
+    ready(page, "/topology/")
 
     pools = page.evaluate(
         "[...document.querySelectorAll('.topo-pool')].map(li => [li.dataset.site, li.dataset.role,"
@@ -409,7 +263,7 @@ def test_alerts_show_units_durations_utc_and_open_the_overview_at_their_time(
     assert cells[1].endswith(" s") and "min" in cells[1]  # lasted minutes
     row.locator("a.js-overview").click()
     page.wait_for_url("**/?from=*")
-    _ready(page, "/?")
+    ready(page, "/?")
     marks = page.evaluate(
         "document.getElementById('chart-ttft').layout.shapes.filter(s => s.yref === 'paper'"
         " && s.fillcolor === '#f0b35a').map(s => [s.x0, s.x1])"
@@ -422,11 +276,11 @@ def test_alerts_show_units_durations_utc_and_open_the_overview_at_their_time(
 
 def test_the_range_and_scope_pickers_redraw_the_overview(show: Showcase, open_page: Any) -> None:
     page = open_page("ops", "/")
-    _ready(page, "/")
+    ready(page, "/")
 
     page.click("#range-picker >> text=1 h")
     page.wait_for_url("**/?range=1h&scope=all")
-    _ready(page, "/?")
+    ready(page, "/?")
     one_hour = page.evaluate(
         "(() => { const c = JSON.parse(document.getElementById('overview-data').textContent);"
         " const r = document.getElementById('chart-ttft').layout.xaxis.range;"
@@ -434,7 +288,7 @@ def test_the_range_and_scope_pickers_redraw_the_overview(show: Showcase, open_pa
     )
     page.select_option("#scope-picker", "tenant:demo")
     page.wait_for_url("**/?range=1h&scope=tenant*demo")
-    _ready(page, "/?")
+    ready(page, "/?")
     scoped = page.evaluate(
         "(() => { const c = JSON.parse(document.getElementById('overview-data').textContent);"
         " return [c.scope, c.key, c.series.every(p => p.scope === 'tenant' && p.key === 'demo')];"
