@@ -35,6 +35,7 @@ from pdd_core import perf
 from pdd_core.planner.design import PDD, Design
 from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.sim import SimConfig
+from pdd_core.sim.steps import StepModel
 from pdd_core.specs import SLA, ChipSpec, InstanceShape, LinkSpec, ModelSpec, PriceBook, as_shape
 
 
@@ -191,6 +192,7 @@ class Evaluator:
         self._exponential = [rng.exponential(1.0, shape) for _ in range(2)]
         self._prefill: dict[tuple[str, InstanceShape], tuple[FloatArray, FloatArray]] = {}
         self._batch: dict[tuple[str, InstanceShape, bool], tuple[int, float, str]] = {}
+        self._steps: dict[tuple[str, InstanceShape], StepModel] = {}
 
     # ---- per-(chip, tp) physics ------------------------------------------------------------
 
@@ -225,6 +227,27 @@ class Evaluator:
         spec = self.chips[chip]
         return perf.decode_step_time_uniform(self.model, spec, max(batch, 1), context, tp).seconds
 
+    def steps(self, chip: str, tp: perf.ShapeLike) -> StepModel:
+        """The simulator's iteration times of an instance of ``chip`` at ``tp`` (one per kind)."""
+        key = (chip, as_shape(tp))
+        found = self._steps.get(key)
+        if found is None:
+            found = self._steps[key] = StepModel(self.model, self.chips[chip], key[1])
+        return found
+
+    def kv_batch(self, chip: str, tp: perf.ShapeLike, *, drc: bool) -> tuple[int, str]:
+        """``(batch, limit)``: the most sequences of the profile's mean length (input and output
+        reserved, as admission does) an instance's KV pool holds (after the DRC share), capped
+        by the engine's ``max_batch``; ``limit`` names which of the two binds."""
+        p = self.profile
+        capacity = perf.kv_capacity_tokens(self.model, self.chips[chip], tp)
+        if drc:
+            capacity = int(capacity * (1.0 - self.config.drc_fraction))
+        reserve = float(np.mean(p.input_tokens + p.output_tokens))
+        by_kv = int(capacity // reserve) if reserve > 0 else self.config.max_batch
+        limit = DECODE_KV if by_kv < self.config.max_batch else "max_batch"
+        return min(by_kv, self.config.max_batch), limit
+
     def decode_batch(self, chip: str, tp: perf.ShapeLike, *, drc: bool) -> tuple[int, float, str]:
         """``(b*, step(b*), limit)``: the batch a decode instance runs at, and what bounds it.
 
@@ -235,14 +258,7 @@ class Evaluator:
         key = (chip, as_shape(tp), drc)
         if key in self._batch:
             return self._batch[key]
-        p = self.profile
-        capacity = perf.kv_capacity_tokens(self.model, self.chips[chip], tp)
-        if drc:
-            capacity = int(capacity * (1.0 - self.config.drc_fraction))
-        reserve = float(np.mean(p.input_tokens + p.output_tokens))
-        by_kv = int(capacity // reserve) if reserve > 0 else self.config.max_batch
-        limit = DECODE_KV if by_kv < self.config.max_batch else "max_batch"
-        top = min(by_kv, self.config.max_batch)
+        top, limit = self.kv_batch(chip, tp, drc=drc)
         target = self.sla.tpot_p90_s
         if top >= 1 and self.step(chip, tp, top) > target:
             lo, hi = 0, top  # step(lo) meets (or lo = 0), step(hi) does not
@@ -284,11 +300,15 @@ class Evaluator:
 
     def evaluate(self, design: Design, profile: WorkloadProfile | None = None) -> Evaluation:
         """The analytic verdict on ``design`` (see the module docstring for the model)."""
+        from pdd_core.planner.paced import paced_evaluation
         from pdd_core.planner.stages import evaluate_design
 
         p = profile or self.profile
         if not self._same_samples(p):
             return self.for_profile(p).evaluate(design)
+        if self.config.closed_loop:
+            # Sessions' turns wait for their answers: the rate offered is paced (``paced``).
+            return paced_evaluation(lambda q: evaluate_design(self, design, q), p, self.sla)
         return evaluate_design(self, design, p)
 
     def draws(self, index: int) -> tuple[FloatArray, FloatArray]:

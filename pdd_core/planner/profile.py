@@ -31,7 +31,9 @@ class WorkloadProfile:
 
     ``input_tokens``, ``hit_tokens`` and ``output_tokens`` are aligned arrays, one entry per
     sampled request; ``rate_rps`` is requests per second over the whole trace; ``arrival_cv2``
-    the squared coefficient of variation of inter-arrival times (1 for Poisson).
+    the squared coefficient of variation of inter-arrival times (1 for Poisson); ``sessions``
+    how many sessions the ``requests`` belong to (a request without one is its own; 0: not
+    known, as many as requests).
     """
 
     rate_rps: float
@@ -40,6 +42,12 @@ class WorkloadProfile:
     hit_tokens: FloatArray
     output_tokens: FloatArray
     requests: int
+    sessions: int = 0
+
+    @property
+    def turns_per_session(self) -> float:
+        """Mean requests per session (1 when sessions are not known)."""
+        return self.requests / self.sessions if 0 < self.sessions <= self.requests else 1.0
 
     @property
     def miss_tokens(self) -> FloatArray:
@@ -88,6 +96,10 @@ class WorkloadProfile:
         """The same workload arriving ``factor`` times as fast."""
         return replace(self, rate_rps=self.rate_rps * factor)
 
+    def at_rate(self, rate_rps: float) -> WorkloadProfile:
+        """The same workload arriving at ``rate_rps``."""
+        return replace(self, rate_rps=rate_rps)
+
 
 def profile_from_requests(
     requests: Sequence[Request],
@@ -125,4 +137,5 @@ def profile_from_requests(
         hit_tokens=np.maximum(hit[index], 0.0),
         output_tokens=outputs[index],
         requests=len(ordered),
+        sessions=len({r.session or r.id for r in ordered}),
     )

@@ -8,6 +8,7 @@ then the TTFT distribution from the per-request paths plus the queue waits.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from pdd_core.planner.capacity import (
     Wait,
     gg_wait,
 )
+from pdd_core.planner.colocated import evaluate_colocated
 from pdd_core.planner.design import COLOCATED, Design, PoolChoice
 from pdd_core.planner.profile import FloatArray, WorkloadProfile
 from pdd_core.routing import Pipeline
@@ -46,7 +48,7 @@ def _rdma_s(ev: Evaluator, tokens: FloatArray) -> FloatArray:
 def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     """Stage throughputs, shares, waits and SLA verdict of ``design`` on ``p``."""
     if design.policy == COLOCATED:
-        return _colocated(ev, design, p)
+        return evaluate_colocated(ev, design, p)
     table = design.table
     rate = p.rate_rps
     n = p.input_tokens.size
@@ -188,7 +190,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     second = np.where(direct, md_wait.draw(u1, e1), rld_wait.draw(u1, e1))
     ttft_samples = (base + waits + second).ravel()
     tpot = _tpot(ev, design.decode, md_rho, b_md)
-    return _verdict(
+    return verdict(
         ev,
         design,
         p,
@@ -206,70 +208,7 @@ def evaluate_design(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evalua
     )
 
 
-def _colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
-    """Aggregated serving: each instance mixes prefill chunks into its decode batches.
-
-    An instance's time goes to prefill (``rate x prefill`` per instance) and to decode steps
-    of its batch ``b*``; a request's decode costs ``output x step(b*) / b*`` of an instance.
-    Prefill chunks stretch the decode steps they share a batch with, so TPOT is
-    ``step / (1 - prefill share)`` (vLLM's and SGLang's chunked prefill bound the stall by the
-    chunk, and the mean over a request sees the share); likewise a prefill advances at the
-    share of time the decodes leave, so its service is ``prefill / (1 - decode share)``.
-    """
-    rate = p.rate_rps
-    pool = design.prefill
-    service = ev.prefill_service(pool.chip, pool.shape)
-    occupied = ev.prefill_occupancy(pool.chip, pool.shape)
-    b, step, _ = ev.decode_batch(pool.chip, pool.shape, drc=False)
-    violations: list[Violation] = []
-    stages: list[StageView] = []
-    servers = pool.instances
-    decode_work = float((p.output_tokens * step / b).mean()) if b else math.inf
-    prefill_work = float(occupied.mean())
-    work = prefill_work + decode_work  # instance-seconds one request costs
-    prefill_share = rate * prefill_work / max(servers, 1)
-    rho = rate * work / max(servers, 1)
-    stages.append(
-        StageView(
-            Constraint.COLOCATED,
-            rho,
-            servers / work if work > 0 else math.inf,
-            f"prefill {prefill_share:.0%} + decode batch {b} at {step * 1e3:.1f} ms/step",
-        )
-    )
-    saturated = False
-    if b == 0:
-        violations.append(Violation(Constraint.DECODE_FIT, f"not one sequence fits on {pool.chip}"))
-        saturated = True
-    elif rho >= MAX_UTILISATION:
-        violations.append(
-            Violation(Constraint.COLOCATED, f"colocated instances would be {rho:.0%} busy")
-        )
-        saturated = True
-    wait = gg_wait(servers, rate, occupied + decode_work, p.arrival_cv2)
-    u0, e0 = ev.draws(0)
-    # A prefill shares its instance's iterations with the running decodes, so it advances at
-    # the share of time they leave it.
-    decode_share = rate * decode_work / max(servers, 1) if math.isfinite(decode_work) else 1.0
-    base = service / max(1.0 - min(decode_share, 0.95), 0.05)
-    ttft_samples = (base + wait.draw(u0, e0)).ravel()
-    stretch = 1.0 / max(1.0 - min(prefill_share, 0.99), 0.01)
-    tpot = {k: v * stretch for k, v in _tpot(ev, pool, min(rho, 1.0), b).items()}
-    return _verdict(
-        ev,
-        design,
-        p,
-        ttft_samples=ttft_samples,
-        base=base,
-        tpot=tpot,
-        stages=stages,
-        violations=violations,
-        saturated=saturated,
-        shares={str(Pipeline.P_D): 1.0},
-    )
-
-
-def _verdict(
+def verdict(
     ev: Evaluator,
     design: Design,
     p: WorkloadProfile,
@@ -333,12 +272,19 @@ def _verdict(
 
 
 def _tpot(ev: Evaluator, dec: PoolChoice, rho: float, batch: int) -> dict[str, float]:
-    """TPOT at the mean batch (P50) and at the mean plus 1.28 / 2.33 Poisson sigmas."""
+    """TPOT of a decode pool at ``rho`` of its ``batch`` slots (``tpot_at``)."""
     if batch <= 0 or not math.isfinite(rho):
         return {"p50": math.inf, "p90": math.inf, "p99": math.inf}
-    mean_batch = max(1.0, min(rho, 1.0) * batch)
+    return tpot_at(
+        max(1.0, min(rho, 1.0) * batch),
+        lambda b: ev.step(dec.chip, dec.shape, min(batch, b)),
+    )
+
+
+def tpot_at(mean_batch: float, step_s: Callable[[int], float]) -> dict[str, float]:
+    """TPOT at the mean batch (P50) and at the mean plus 1.28 / 2.33 Poisson sigmas, from
+    ``step_s(batch)``, the iteration time at a batch size."""
     result = {}
     for key, z in (("p50", 0.0), ("p90", 1.28), ("p99", 2.33)):
-        b = min(batch, max(1, math.ceil(mean_batch + z * math.sqrt(mean_batch))))
-        result[key] = ev.step(dec.chip, dec.shape, b)
+        result[key] = step_s(max(1, math.ceil(mean_batch + z * math.sqrt(mean_batch))))
     return result

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests import factories
 from tests.browser.conftest import SIZES, log_in, screenshot
-from tests.browser.test_glance import elsewhere
+from tests.browser.showcase import elsewhere
 from tests.controlplane.telemetry.conftest import record_at
 from tests.frontend.test_plan_pages import DONE_RESULT
 
