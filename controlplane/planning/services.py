@@ -12,6 +12,7 @@ import io
 import math
 import tempfile
 import tomllib
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ from controlplane.core.exceptions import ConflictError
 from controlplane.planning.jobs import job_failed, job_started
 from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
+from pdd_core.agent.desired import not_enacted_reason
 from pdd_core.planner import PlannerInputs, inputs_from_scenario
+from pdd_core.planner.design import FAMILIES
 from pdd_core.scenario import Scenario, load_scenario, scenario_from_dict
 from pdd_core.workload import Request, TraceFormatError, read_trace, trace_stats, write_mooncake
 
@@ -195,7 +198,22 @@ def plan_request(
 
 
 def planner_inputs(plan: Plan) -> PlannerInputs:
-    """Rebuild the planner's inputs from the plan's snapshot (deterministic)."""
+    """Rebuild the planner's inputs from the plan's snapshot (deterministic), recommending only
+    designs this plane's agents can run (``enactable``)."""
+    return enactable(_scenario_inputs(plan))
+
+
+def enactable(inputs: PlannerInputs) -> PlannerInputs:
+    """``inputs`` whose plan recommends a design of a family this plane enacts (its agents run
+    disaggregated roles: ``pdd_core.agent.desired.not_enacted_reason``), of those the scenario
+    allows. Every family is still searched and compared: the plan's reasons and verdict name a
+    cheaper design the plane cannot run."""
+    runs = tuple(f for f in FAMILIES if not_enacted_reason(f) is None)
+    allowed = tuple(f for f in inputs.settings.recommend if f in runs) or runs
+    return replace(inputs, settings=replace(inputs.settings, recommend=allowed))
+
+
+def _scenario_inputs(plan: Plan) -> PlannerInputs:
     raw = tomllib.loads(plan.inputs["scenario_toml"])
     scenario: Scenario = scenario_from_dict(raw, base_dir=SCENARIO_DIR)
     workload = plan.workload

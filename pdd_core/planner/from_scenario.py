@@ -37,7 +37,7 @@ def settings_from_dict(raw: Mapping[str, Any]) -> PlannerSettings:
     if unknown:
         known = ", ".join(sorted(_SETTINGS))
         raise ValueError(f"[planner] unknown key {unknown[0]!r} (known: candidates, {known})")
-    for key in ("transfer_budgets_s", "singular_min_inputs", "chunk_budgets"):
+    for key in ("transfer_budgets_s", "singular_min_inputs", "chunk_budgets", "recommend"):
         if key in values:
             values[key] = tuple(values[key])
     try:

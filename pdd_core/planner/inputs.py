@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pdd_core.planner.design import FAMILIES
 from pdd_core.routing import RoutingTable
 from pdd_core.scenario import WorkloadSpec
 from pdd_core.sim import SimConfig
@@ -55,7 +56,11 @@ class PlannerSettings:
     - ``tuning_max_requests``: the recommended PDD design's routing table is re-tuned by
       simulated capacity (``planner.tuning``) when the workload has at most this many requests;
       above it each candidate's capacity search costs more than the planner's CPU budget
-      allows, and the table the sized search chose is kept (the reasons say which).
+      allows, and the table the sized search chose is kept (the reasons say which);
+    - ``recommend``: the design families the plan may recommend, those the deployment can run
+      (the control plane's data plane runs disaggregated roles, not aggregated instances).
+      Every family is still searched alike and compared in the verdict; the reasons name a
+      cheaper design of a family left out.
     """
 
     verify: int = 1
@@ -69,6 +74,7 @@ class PlannerSettings:
     transfer_budgets_s: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)
     singular_min_inputs: tuple[int, ...] = (32_768, 65_536)
     tuning_max_requests: int = 2_000
+    recommend: tuple[str, ...] = FAMILIES
 
     def __post_init__(self) -> None:
         for name in ("verify", "simulations", "shapes_per_role"):
@@ -82,6 +88,11 @@ class PlannerSettings:
             )
         if any(int(c) < 1 for c in self.chunk_budgets):
             raise ValueError(f"chunk_budgets: must be positive, got {self.chunk_budgets!r}")
+        unknown = [f for f in self.recommend if f not in FAMILIES]
+        if unknown or not self.recommend:
+            raise ValueError(
+                f"recommend: name at least one of {', '.join(FAMILIES)}, got {self.recommend!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

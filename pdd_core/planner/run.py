@@ -17,7 +17,7 @@ from typing import Any
 
 from pdd_core.planner.bathtub import bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import FAMILIES, PDD, SAME_DC, Design
+from pdd_core.planner.design import FAMILIES, FAMILY_NAMES, PDD, SAME_DC, Design
 from pdd_core.planner.evidence import measure_families
 from pdd_core.planner.improve import best_confirmed, confirmed, improve, propose
 from pdd_core.planner.inputs import PlannerInputs
@@ -148,7 +148,8 @@ def finish(
     confirmed_designs = [v for v in best.values() if v is not None]
     if not confirmed_designs:
         return _unconfirmed(inputs, checked, search_info)
-    chosen = min(confirmed_designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
+    allowed = [v for f, v in best.items() if v is not None and f in inputs.settings.recommend]
+    chosen = _cheapest(allowed or confirmed_designs, ev)
     report(0.8, "deriving handoff thresholds")
     routing = plan_routing(inputs, ev, chosen, confirmed)
     if routing.chosen is not chosen:
@@ -235,6 +236,10 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
         no_pdd=no_pdd_reason(ev, inputs, found, checked) if best[PDD] is None else "",
     )
     reasons["rld_mode"] = rld_mode_reason(ev, found.pdd, design)
+    cheapest = _cheapest([v for v in best.values() if v is not None], ev)
+    reasons["recommended_among"] = recommended_sentence(
+        inputs.settings.recommend, chosen, cheapest, ev
+    )
     reasons["model"] = model_sentence(ev, [c.chip for c in inputs.candidates])
     reasons["arrivals"] = arrivals_sentence(inputs)
     return Plan(
@@ -261,6 +266,32 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
         policy=design.policy,
         rld_mode=str(design.rld_mode) if design.policy == PDD else None,
     )
+
+
+def _cheapest(designs: Sequence[Verification], ev: Evaluator) -> Verification:
+    """The cheapest design (the most good requests per dollar among equals)."""
+    return min(designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
+
+
+def recommended_sentence(
+    recommend: Sequence[str], chosen: Verification, cheapest: Verification, ev: Evaluator
+) -> str:
+    """What the recommendation was chosen among, when the deployment runs fewer families than
+    the search compares (``PlannerSettings.recommend``); empty when it runs them all."""
+    if set(FAMILIES) <= set(recommend):
+        return ""
+    among = ", ".join(FAMILY_NAMES[f] for f in FAMILIES if f in recommend)
+    other = cheapest.design
+    price = f"{other.label()} at ${other.cost(ev.chips):.1f}/h"
+    if chosen.design.family not in recommend:
+        return (f"No design of the families this deployment runs ({among}) met the SLA; the "
+                f"cheapest that did, {price} ({FAMILY_NAMES[other.family]}), is not one it "
+                "can enact.")  # fmt: skip
+    if cheapest is not chosen and other.family not in recommend:
+        return (f"Recommended among the families this deployment runs ({among}). A cheaper "
+                f"design met the SLA, {price} ({FAMILY_NAMES[other.family]}), of a family it "
+                "does not run: the verdict compares them.")  # fmt: skip
+    return f"Recommended among the families this deployment runs ({among}), the cheapest of all."
 
 
 def _simulation_row(v: Verification) -> dict[str, Any]:

@@ -225,3 +225,36 @@ def test_reference_same_dc_is_no_dearer_than_the_hand_design_closed_loop_session
     rows = {r["policy"]: r for r in reference_plan.reasons["verdict"]["families"]}
     assert rows["same-dc"]["found"]
     assert rows["same-dc"]["cost_per_hour"] <= 51.2 + 1e-6
+
+
+def test_a_plan_recommends_only_the_families_its_deployment_runs_and_names_a_cheaper_one(
+    small_inputs: PlannerInputs, small_plan: Any
+) -> None:
+    # The control plane's agents run disaggregated roles only (controlplane.planning.services
+    # .enactable); on the small scenario the cheapest design is aggregated (docs/planner.md).
+    runs = ("pdd", "same-dc", "same-dc-hetero")
+    plan = make_plan(replace(small_inputs, settings=replace(small_inputs.settings, recommend=runs)))
+    assert isinstance(plan, Plan) and isinstance(small_plan, Plan)
+    families = {r["policy"]: r for r in plan.reasons["verdict"]["families"]}
+    everything = {r["policy"]: r for r in small_plan.reasons["verdict"]["families"]}
+
+    assert plan.policy in {"pdd", "same-dc"}
+    assert small_plan.reasons["recommended_among"] == ""  # every family may be recommended
+    # Every family is still searched alike: the aggregated one finds the same design.
+    assert families["colocated"]["design"] == everything["colocated"]["design"]
+    sentence = plan.reasons["recommended_among"]
+    assert sentence.startswith("Recommended among the families this deployment runs (PDD, ")
+    aggregated = everything["colocated"]
+    cheaper = aggregated["found"] and aggregated["cost_per_hour"] < sum(
+        p.cost_per_hour for p in plan.pools
+    )
+    assert (aggregated["design"] in sentence) == bool(cheaper)
+
+
+def test_recommend_names_known_families() -> None:
+    from pdd_core.planner import PlannerSettings
+
+    with pytest.raises(ValueError, match="recommend: name at least one of pdd, "):
+        PlannerSettings(recommend=("aggregated",))
+    with pytest.raises(ValueError, match="recommend"):
+        PlannerSettings(recommend=())
