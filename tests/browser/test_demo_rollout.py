@@ -95,6 +95,10 @@ def test_an_activated_plan_reshapes_the_demo_plane_and_bills_both_versions(
                "Topology at desired = running, none starting or draining")  # fmt: skip
         rollout_s, reached = time.monotonic() - activated, _pools(page)
         assert page.locator("#not-enacted").count() == 0
+        # what a pool's shape means on this one-machine plane, said on the page
+        assert "an instance of any shape runs as one agent of its role" in page.inner_text(
+            "#desired-from"
+        )
         for size in SIZES:
             page.set_viewport_size(dict(zip(("width", "height"), SIZES[size], strict=True)))
             page.goto(f"{url}/topology/")
