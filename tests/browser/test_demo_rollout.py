@@ -95,6 +95,10 @@ def test_an_activated_plan_reshapes_the_demo_plane_and_bills_both_versions(
                "Topology at desired = running, none starting or draining")  # fmt: skip
         rollout_s, reached = time.monotonic() - activated, _pools(page)
         assert page.locator("#not-enacted").count() == 0
+        # An agent the rollout stopped reads "stopped", not "healthy", though it still reports.
+        rows = page.locator("#agents tbody tr[data-agent]").all()
+        stopped = [r for r in rows if "stopped" in r.locator("td").nth(5).inner_text()]
+        assert all(r.locator("td").nth(1).inner_text() == "stopped" for r in stopped)
         # what a pool's shape means on this one-machine plane, said on the page
         assert "an instance of any shape runs as one agent of its role" in page.inner_text(
             "#desired-from"

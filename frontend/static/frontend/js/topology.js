@@ -47,13 +47,19 @@ function renderAgents(state) {
     tr.dataset.status = a.status;
     const beat = cell(`${ago(a.last_heartbeat_at, now)} ago`);
     beat.title = utc(a.last_heartbeat_at);
-    const up = cell(a.registered_at && a.status !== "dead" ? ago(a.registered_at, now) : "–", "num");
+    const running = a.status !== "dead" && a.state !== "stopped";
+    const up = cell(a.registered_at && running ? ago(a.registered_at, now) : "–", "num");
     up.title = `started ${utc(a.registered_at)}`;
     const restarts = cell(String(a.restarts ?? 0), "num" + (a.restarts ? " error" : ""));
     const refused = a.records_rejected ?? null; // a gateway's heartbeat count; others have none
     // The crash-loop signals first (health, restarts, heartbeat): on a phone the rest scrolls.
     const state = a.state || "unknown";
-    tr.append(cell(a.name), cell(a.status, `health-${a.status}`), restarts,
+    // A drained agent the rollout stopped still reports (fresh heartbeats): it is not healthy
+    // in the sense an operator reads here, so the column says "stopped" instead.
+    const health = state === "stopped" && a.status === "healthy" ? "stopped" : a.status;
+    const healthCell = cell(health, `health-${health}`);
+    if (health === "stopped") healthCell.title = "stopped by a rollout; its last report is fresh";
+    tr.append(cell(a.name), healthCell, restarts,
       cell(refused === null ? "–" : String(refused), "num" + (refused ? " error" : "")), beat,
       cell(a.pool ? `${state} · ${a.pool}` : state, `state-${state}`), up,
       cell(a.config_version === null ? "–" : `v${a.config_version}`, "num"), cell(a.site),
