@@ -5,7 +5,10 @@ KV_QUERY, KV_BLOCK, KV_DONE over loopback TCP, no WAN emulator) with ``--batch``
 P-MD requests of ``--tokens`` output tokens each, and every TOKENS frame is read back. The
 same engine, in this process, decodes the same batch with ``decode_step`` alone. The ratio is
 what the agent's framing, sockets and per-token streaming cost. TimedEngine runs at
-``time_scale 0`` (no sleeping: pure overhead); the tiny model's numpy compute is real.
+``time_scale 0`` (no sleeping: pure overhead); the tiny model's numpy compute is real. The
+bench connects as the plane's own gateway and P do: the plane's secret signs each HELLO and,
+where the plane serves TLS, each connection is mutual TLS with their certificates (as
+``pdd up`` issues them), so the agent runs as shipped.
 
     .venv/bin/python bench/bench_md_throughput.py [--batch 1 8 32] [--tokens 128]
 """
@@ -15,25 +18,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pdd_core.agent.config import load_config
+from pdd_core.agent.auth import SECRET_ENV, PlaneAuth, new_secret_file, read_secret_file
+from pdd_core.agent.config import DataPlaneConfig, load_config
 from pdd_core.agent.engines import make_engine
 from pdd_core.agent.protocol import (
     FLAG_END_OF_STREAM,
+    Frame,
     FrameType,
     KVBlockPayload,
     control,
     kv_block_frame,
-    read_frame,
-    write_frame,
 )
-from pdd_core.agent.runtime import hello
+from pdd_core.agent.runtime import PeerLink, hello
 from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.tls import TLS_DIR_ENV, TlsContexts, issue_plane, serves_tls
 from pdd_core.engine.protocol import DecodeState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,20 +80,49 @@ def engine_alone(config_path: Path, batch: int, tokens: int) -> float:
     return batch * (tokens - 1) / (time.perf_counter() - start)
 
 
-async def through_agent(
-    config_path: Path, address: tuple[str, int], batch: int, tokens: int
-) -> float:
+def plane_secrets(config: DataPlaneConfig, run_dir: Path) -> dict[str, str]:
+    """The plane's secret and TLS material, as ``pdd up`` makes them; the child's environment."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    secret = new_secret_file(run_dir / "plane.secret")
+    tls_dir = run_dir / "tls"
+    issue_plane(tls_dir, [(a.id, a.role, a.host) for a in config.agents], config.wan.host)
+    return {SECRET_ENV: str(secret), TLS_DIR_ENV: str(tls_dir)}
+
+
+class Link:
+    """A connection to ``md`` as the plane's agent ``me`` (its role's HELLO, signed; mutual
+    TLS where the plane serves it), with the frames it answers in a queue."""
+
+    def __init__(self, config: DataPlaneConfig, env: dict[str, str], me: str, md: str) -> None:
+        self.frames: asyncio.Queue[Frame] = asyncio.Queue()
+        spec, target = config.agent(me), config.agent(md)
+        contexts = TlsContexts.load(env[TLS_DIR_ENV], me)
+
+        async def on_frame(frame: Frame) -> None:
+            self.frames.put_nowait(frame)
+
+        self.peer = PeerLink(
+            md, (target.host, target.port), hello(spec.role, me, config.model), on_frame,
+            lambda _: None, role=target.role, connect_timeout_s=10.0,
+            auth=PlaneAuth(read_secret_file(env[SECRET_ENV])),
+            tls=lambda: contexts.client if serves_tls(config, md) else None,
+        )  # fmt: skip
+
+    async def next(self, *kinds: FrameType, rid: str | None = None) -> Frame:
+        """The next frame of one of ``kinds`` (of request ``rid`` when given); others skipped."""
+        while True:
+            frame = await asyncio.wait_for(self.frames.get(), 60)
+            if frame.type in kinds and rid in (None, frame.request_id):
+                return frame
+
+
+async def through_agent(config_path: Path, env: dict[str, str], batch: int, tokens: int) -> float:
     config = load_config(config_path)
     engine = make_engine(config, "prefill")
-
-    async def connect(role: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.open_connection(*address, limit=1 << 22)
-        await write_frame(writer, hello(role, f"bench-{role}", config.model))
-        await read_frame(reader)
-        return reader, writer
-
-    g_reader, g_writer = await connect("gateway")
-    p_reader, p_writer = await connect("prefill")
+    gateway = Link(config, env, config.of_role("gateway")[0].id, "md-0")
+    prefill = Link(config, env, config.of_role("prefill")[0].id, "md-0")
+    await gateway.peer.connection()
+    await prefill.peer.connection()
     work = []
     for i, prompt in enumerate(prompts(batch)):
         result = engine.prefill(prompt)
@@ -96,27 +130,26 @@ async def through_agent(
     start = time.perf_counter()
     for rid, _, _ in work:
         body = {"max_tokens": tokens, "pipeline": "P-MD", "tenant": "bench"}
-        await write_frame(g_writer, control(FrameType.GENERATE, rid, body))
+        await gateway.peer.send(control(FrameType.GENERATE, rid, body))
     for rid, blocks, first in work:
         full = [b.block_hash for b in blocks if len(b.tokens) == engine.block_size]
-        await write_frame(p_writer, control(FrameType.KV_QUERY, rid, {"block_hashes": full}))
-        have = (await read_frame(p_reader)).body["blocks"]  # type: ignore[union-attr]
+        await prefill.peer.send(control(FrameType.KV_QUERY, rid, {"block_hashes": full}))
+        have = (await prefill.next(FrameType.KV_HAVE, rid=rid)).body["blocks"]  # type: ignore[index]
         for b in blocks[have:]:
             payload = KVBlockPayload(b.block_hash, b.index, b.tokens, b.data)
-            await write_frame(p_writer, kv_block_frame(rid, payload))
+            await prefill.peer.send(kv_block_frame(rid, payload))
         done = {"blocks": len(blocks), "have": have, "first_token": first}
-        await write_frame(p_writer, control(FrameType.KV_DONE, rid, done))
+        await prefill.peer.send(control(FrameType.KV_DONE, rid, done))
     received, finished = 0, 0
     while finished < batch:
-        frame = await asyncio.wait_for(read_frame(g_reader), 60)
-        if frame is None:
-            raise RuntimeError("the agent closed the connection")
-        if frame.type is FrameType.TOKENS:
-            received += len(frame.body["tokens"])
-            finished += bool(frame.flags & FLAG_END_OF_STREAM)
+        frame = await gateway.next(FrameType.TOKENS, FrameType.ERROR)
+        if frame.type is FrameType.ERROR:
+            raise RuntimeError(f"the agent answered {frame.body}")
+        received += len(frame.body["tokens"])  # type: ignore[index]
+        finished += bool(frame.flags & FLAG_END_OF_STREAM)
     elapsed = time.perf_counter() - start
-    g_writer.close()
-    p_writer.close()
+    await gateway.peer.close()
+    await prefill.peer.close()
     return received / elapsed
 
 
@@ -126,21 +159,21 @@ def main(args: argparse.Namespace) -> None:
           f"{'through MD agent tok/s':>24}{'ratio':>8}")  # fmt: skip
     for kind in args.engines:
         path = engine_config(kind, run_dir)
-        config = load_config(path)
-        spec = config.agent("md-0")
+        env = plane_secrets(load_config(path), run_dir / kind)
         child = subprocess.Popen(
             [sys.executable, "-m", "pdd_core", "agent", "--role", "main", "--id", "md-0",
              "--config", str(path)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, text=True, env={**os.environ, **env},
         )  # fmt: skip
         try:
             assert child.stdout is not None
-            child.stdout.readline()  # "ready main md-0 host:port"
+            ready = child.stdout.readline()  # "ready main md-0 host:port"
+            if not ready.startswith("ready"):
+                raise SystemExit(f"md-0 did not start (exit {child.wait(timeout=10)})")
             for batch in args.batch:
                 alone = max(engine_alone(path, batch, args.tokens) for _ in range(3))
                 agent = max(
-                    asyncio.run(through_agent(path, (spec.host, spec.port), batch, args.tokens))
-                    for _ in range(3)
+                    asyncio.run(through_agent(path, env, batch, args.tokens)) for _ in range(3)
                 )
                 print(f"{kind:<8}{batch:>6}{args.tokens:>8}{alone:>20.0f}{agent:>24.0f}"
                       f"{agent / alone:>8.2f}")  # fmt: skip
