@@ -179,3 +179,30 @@ def _job_finished(model: Any, pk: int, timeout_s: float) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"{model.__name__} {pk} still {job.status} after {timeout_s} s")
         time.sleep(0.2)
+
+
+def rollout_world(
+    result: dict[str, Any], agents: list[tuple[Any, ...]], *, version: int = 2
+) -> Any:
+    """Sites dc-a and dc-b, chip h800, ``result`` as the active plan at config ``version``, and
+    ``agents``: ``(name, site slug, role, state, pool)``, heard from now, or with a sixth item,
+    that many seconds ago. Returns the plan."""
+    from django.utils import timezone
+
+    from controlplane.agents.models import Agent
+    from controlplane.planning.models import Plan, PlanStatus
+
+    sites = {
+        slug: site(slug=slug, name=slug.upper().replace("-", " ")) for slug in ("dc-a", "dc-b")
+    }
+    chip(slug="h800", name="H800")
+    now = timezone.now()
+    plan = Plan.objects.create(
+        scenario="small.toml", inputs={}, status=PlanStatus.DONE, version=version, active=True,
+        activated_at=now, result=result,
+    )  # fmt: skip
+    for name, slug, role, state, pool, *ago in agents:
+        heard = now - timedelta(seconds=ago[0] if ago else 0)
+        Agent.objects.create(name=name, site=sites[slug], role=role, state=state, pool=pool,
+                             last_heartbeat_at=heard)  # fmt: skip
+    return plan

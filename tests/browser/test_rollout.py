@@ -28,36 +28,26 @@ BATHTUB = {**DONE_RESULT["bathtub"], "points": [
 
 
 def _world() -> None:
-    from controlplane.agents.models import Agent
-    from controlplane.planning.models import Plan, PlanStatus
     from controlplane.telemetry.services import records_ingest
 
     User.objects.create_superuser("ops", "ops@example.com", "ops-pass-123")
-    dc_a, dc_b = factories.site(slug="dc-a", name="DC A"), factories.site(slug="dc-b", name="DC B")
-    factories.chip(slug="h800", name="H800")
     workload = {"requests": 500, "rate_rps": 2.0, "mean_hit": 0.9, "mean_input_tokens": 1000.0,
                 "mean_output_tokens": 200.0}  # fmt: skip
-    Plan.objects.create(
-        scenario="small.toml", inputs={}, status=PlanStatus.DONE, version=2, active=True,
-        activated_at=timezone.now(),
-        result={**DONE_RESULT, "bathtub": BATHTUB, "search": {"workload": workload}, "pools": [
+    factories.rollout_world(
+        {**DONE_RESULT, "bathtub": BATHTUB, "search": {"workload": workload}, "pools": [
             {"site": "dc-a", "chip": "h800", "role": "P", "instances": 3, "tp": 4, "pp": 2,
              "chips": 24, "cost_per_hour": 48.0},
             {"site": "dc-b", "chip": "h800", "role": "MD", "instances": 1, "tp": 8, "chips": 8,
              "cost_per_hour": 16.0},
         ]},
+        [("p-0", "dc-a", "prefill", "serving", NEW_P),
+         ("p-1", "dc-a", "prefill", "serving", NEW_P),
+         ("p-2", "dc-a", "prefill", "starting", NEW_P),
+         ("p-old", "dc-a", "prefill", "draining", "prefill/h800/tp8"),
+         ("md-0", "dc-b", "main", "serving", "main/h800/tp8")],
     )  # fmt: skip
-    now = timezone.now()
-    for name, site, role, state, pool in (
-        ("p-0", dc_a, "prefill", "serving", NEW_P),
-        ("p-1", dc_a, "prefill", "serving", NEW_P),
-        ("p-2", dc_a, "prefill", "starting", NEW_P),
-        ("p-old", dc_a, "prefill", "draining", "prefill/h800/tp8"),
-        ("md-0", dc_b, "main", "serving", "main/h800/tp8"),
-    ):
-        Agent.objects.create(name=name, site=site, role=role, state=state, pool=pool,
-                             last_heartbeat_at=now)  # fmt: skip
     factories.record_world("acme")
+    now = timezone.now()
     records_ingest(records=[record_at(now - timedelta(seconds=5 * i + 2)) for i in range(20)])
 
 

@@ -4,14 +4,12 @@ state, and each pool's agents by rollout state (issue #26 item 4)."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from controlplane.agents.models import Agent, PoolOverride
-from controlplane.planning.models import Plan, PlanStatus
+from controlplane.planning.models import Plan
 from tests import factories
 from tests.frontend.test_plan_pages import DONE_RESULT
 
@@ -24,31 +22,20 @@ NEW_P = "prefill/h800/tp4xpp2"
 def rollout() -> Plan:
     """Plan v2 wants 3 P at tp4xpp2 in dc-a and 1 MD in dc-b; dc-a's agents are mid-rollout:
     two new P serving, one starting, one old-shape P draining; an older MD reports no state."""
-    dc_a, dc_b = factories.site(slug="dc-a"), factories.site(slug="dc-b")
-    factories.chip(slug="h800", name="H800")
-    plan = Plan.objects.create(
-        scenario="small.toml", inputs={}, status=PlanStatus.DONE, version=2, active=True,
-        activated_at=timezone.now(),
-        result={**DONE_RESULT, "pools": [
+    return factories.rollout_world(
+        {**DONE_RESULT, "pools": [
             {"site": "dc-a", "chip": "h800", "role": "P", "instances": 3, "tp": 4, "pp": 2,
              "chips": 24, "cost_per_hour": 48.0},
             {"site": "dc-b", "chip": "h800", "role": "MD", "instances": 1, "tp": 8,
              "chips": 8, "cost_per_hour": 16.0},
         ]},
+        [("p-0", "dc-a", "prefill", "serving", NEW_P),
+         ("p-1", "dc-a", "prefill", "serving", NEW_P),
+         ("p-2", "dc-a", "prefill", "starting", NEW_P),
+         ("p-old", "dc-a", "prefill", "draining", "prefill/h800/tp8"),
+         ("md-0", "dc-b", "main", "", ""),
+         ("p-dead", "dc-a", "prefill", "serving", NEW_P, 3600)],
     )  # fmt: skip
-    now = timezone.now()
-    for name, site, role, state, pool in (
-        ("p-0", dc_a, "prefill", "serving", NEW_P),
-        ("p-1", dc_a, "prefill", "serving", NEW_P),
-        ("p-2", dc_a, "prefill", "starting", NEW_P),
-        ("p-old", dc_a, "prefill", "draining", "prefill/h800/tp8"),
-        ("md-0", dc_b, "main", "", ""),
-    ):
-        Agent.objects.create(name=name, site=site, role=role, state=state, pool=pool,
-                             last_heartbeat_at=now)  # fmt: skip
-    Agent.objects.create(name="p-dead", site=dc_a, role="prefill", state="serving", pool=NEW_P,
-                         last_heartbeat_at=now - timedelta(hours=1))  # fmt: skip
-    return plan
 
 
 def _pool(html: str, key: str) -> str:
@@ -116,26 +103,18 @@ NOT_ENACTED = (
 def aggregated() -> Plan:
     """The lead's demo: small.toml's aggregated plan (one P pool doing both phases) active; dc-a
     runs a P in its old pool, another P and an RLD in none; dc-b two MDs in none."""
-    dc_a, dc_b = factories.site(slug="dc-a"), factories.site(slug="dc-b")
-    factories.chip(slug="h800", name="H800")
-    plan = Plan.objects.create(
-        scenario="small.toml", inputs={}, status=PlanStatus.DONE, version=3, active=True,
-        activated_at=timezone.now(),
-        result={**DONE_RESULT, "policy": "colocated", "pools": [
+    return factories.rollout_world(
+        {**DONE_RESULT, "policy": "colocated", "pools": [
             {"site": "dc-a", "chip": "h800", "role": "P", "instances": 1, "tp": 2, "pp": 8,
              "chips": 16, "cost_per_hour": 32.0},
         ]},
+        [("p-0", "dc-a", "prefill", "serving", "prefill/h800/tp4xpp4"),
+         ("p-1", "dc-a", "prefill", "serving", ""),
+         ("rld-0", "dc-a", "relay", "serving", ""),
+         ("md-0", "dc-b", "main", "serving", ""),
+         ("md-1", "dc-b", "main", "serving", "")],
+        version=3,
     )  # fmt: skip
-    for name, site, role, pool in (
-        ("p-0", dc_a, "prefill", "prefill/h800/tp4xpp4"),
-        ("p-1", dc_a, "prefill", ""),
-        ("rld-0", dc_a, "relay", ""),
-        ("md-0", dc_b, "main", ""),
-        ("md-1", dc_b, "main", ""),
-    ):
-        Agent.objects.create(name=name, site=site, role=role, state="serving", pool=pool,
-                             last_heartbeat_at=timezone.now())  # fmt: skip
-    return plan
 
 
 def _site(html: str, slug: str) -> str:
