@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pdd_core.agent.auth import SECRET_ENV, PlaneAuth, new_secret_file, read_secret_file
+from pdd_core.agent.auth import SECRET_ENV, PlaneAuth, read_secret_file
 from pdd_core.agent.config import DataPlaneConfig, load_config
 from pdd_core.agent.engines import make_engine
 from pdd_core.agent.protocol import (
@@ -37,8 +37,8 @@ from pdd_core.agent.protocol import (
     kv_block_frame,
 )
 from pdd_core.agent.runtime import PeerLink, hello
-from pdd_core.agent.supervisor import resolve
-from pdd_core.agent.tls import TLS_DIR_ENV, TlsContexts, issue_plane, serves_tls
+from pdd_core.agent.supervisor import plane_credentials, resolve
+from pdd_core.agent.tls import TLS_DIR_ENV, TlsContexts, serves_tls
 from pdd_core.engine.protocol import DecodeState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,9 +83,7 @@ def engine_alone(config_path: Path, batch: int, tokens: int) -> float:
 def plane_secrets(config: DataPlaneConfig, run_dir: Path) -> dict[str, str]:
     """The plane's secret and TLS material, as ``pdd up`` makes them; the child's environment."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    secret = new_secret_file(run_dir / "plane.secret")
-    tls_dir = run_dir / "tls"
-    issue_plane(tls_dir, [(a.id, a.role, a.host) for a in config.agents], config.wan.host)
+    secret, tls_dir = plane_credentials(config, run_dir)
     return {SECRET_ENV: str(secret), TLS_DIR_ENV: str(tls_dir)}
 
 

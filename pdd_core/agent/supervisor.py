@@ -78,6 +78,16 @@ def resolve(config: DataPlaneConfig, run_dir: Path) -> tuple[DataPlaneConfig, st
     return resolved, key
 
 
+def plane_credentials(config: DataPlaneConfig, run_dir: Path) -> tuple[Path, Path]:
+    """A fresh plane's shared secret (``RUN_DIR/plane.secret``, 0600) and its CA with a
+    certificate for every agent, the WAN line and the ``operator`` client (``RUN_DIR/tls``):
+    what a child finds through ``SECRET_ENV`` and ``TLS_DIR_ENV``. Returns both paths."""
+    secret = new_secret_file(run_dir / "plane.secret")
+    tls_dir = run_dir / "tls"
+    issue_plane(tls_dir, [(a.id, a.role, a.host) for a in config.agents], config.wan.host)
+    return secret, tls_dir
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -109,11 +119,8 @@ class DataPlane(SiteMembers):
         self.config_path.write_text(json.dumps(self.config.to_dict(), indent=2))
         # The agents' shared secret: a fresh one per plane, in a file only its owner reads;
         # children find it through the environment (never argv, which ps shows).
-        self.secret_path = new_secret_file(self.run_dir / "plane.secret")
+        self.secret_path, self.tls_dir = plane_credentials(self.config, self.run_dir)
         self.wan_token_path = new_secret_file(self.run_dir / WAN_TOKEN_FILE)
-        self.tls_dir = self.run_dir / "tls"
-        agents = [(a.id, a.role, a.host) for a in self.config.agents]
-        issue_plane(self.tls_dir, agents, self.config.wan.host)
         self.children: dict[str, subprocess.Popen[str]] = {}
         self.retired: set[str] = set()  # stopped on purpose (drained): never restarted
         self.reconcilers: list[SiteReconciler] = []

@@ -59,8 +59,17 @@ class Steady:
     seconds: float
     batch: float
     mixed: float
-    chunk: int
+    prompt_tokens: int
     mixed_s: float
+
+
+def iteration_times(
+    steps: StepModel, size: int, *, chunk: int, cached: int, context: int
+) -> tuple[float, float]:
+    """``(mixed, decode)``: an iteration of ``size`` running sequences with the rest of the
+    ``chunk`` in prompt tokens, and one without."""
+    prompt = steps.prefill_timing(max(1, chunk - size), cached)
+    return steps.mixed_time(prompt, size, size * context), steps.step_time(size, size * context)
 
 
 def steady_state(
@@ -85,8 +94,7 @@ def steady_state(
         mixed = rate * miss * seconds / tokens
         if mixed >= 1.0:
             return None
-        mixed_s = steps.mixed_time(steps.prefill_timing(tokens, cached), size, size * context)
-        step_s = steps.step_time(size, size * context)
+        mixed_s, step_s = iteration_times(steps, size, chunk=chunk, cached=cached, context=context)
         nxt = mixed * mixed_s + (1.0 - mixed) * step_s
         if abs(nxt - seconds) <= TOLERANCE * seconds:
             return Steady(nxt, batch, mixed, tokens, mixed_s)
@@ -144,19 +152,18 @@ def evaluate_colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Eva
         ttft_samples = base
         tpot = {"p50": math.inf, "p90": math.inf, "p99": math.inf}
     else:
-        fill = steps.prefill_timing(state.chunk, cached).fill_s
+        tokens = state.prompt_tokens
+        fill = steps.prefill_timing(tokens, cached).fill_s
         # A prompt's own chunks, one per mixed iteration; the lane it queues on is busy for its
         # share of each (small prompts share a chunk), so the lane is below 100% while f is.
-        base = np.ceil(miss / state.chunk) * state.mixed_s + fill + state.seconds / 2
-        wait = gg_wait(servers, rate, miss / state.chunk * state.mixed_s, p.arrival_cv2)
+        base = np.ceil(miss / tokens) * state.mixed_s + fill + state.seconds / 2
+        wait = gg_wait(servers, rate, miss / tokens * state.mixed_s, p.arrival_cv2)
         u0, e0 = ev.draws(0)
         ttft_samples = (base + wait.draw(u0, e0)).ravel()
 
         def iteration(size: int) -> float:
-            size = min(max(size, 1), limit)
-            step_s = steps.step_time(size, size * context)
-            mixed_s = steps.mixed_time(
-                steps.prefill_timing(max(1, chunk - size), cached), size, size * context
+            mixed_s, step_s = iteration_times(
+                steps, min(max(size, 1), limit), chunk=chunk, cached=cached, context=context
             )
             return state.mixed * mixed_s + (1.0 - state.mixed) * step_s
 

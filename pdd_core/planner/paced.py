@@ -27,10 +27,14 @@ from pdd_core.planner.profile import WorkloadProfile
 from pdd_core.specs import SLA
 
 
+def _answer(profile: WorkloadProfile, ttft: float, tpot: float) -> float:
+    """The first token after ``ttft``, the rest of the mean output at ``tpot`` each."""
+    return ttft + max(float(profile.output_tokens.mean()) - 1.0, 0.0) * tpot
+
+
 def answer_s(evaluation: Evaluation, profile: WorkloadProfile) -> float:
     """A design's mean answer time: TTFT P50 plus the rest of the mean output at TPOT P50."""
-    output = float(profile.output_tokens.mean()) - 1.0
-    return evaluation.ttft["p50"] + max(output, 0.0) * evaluation.tpot["p50"]
+    return _answer(profile, evaluation.ttft["p50"], evaluation.tpot["p50"])
 
 
 def paced_rate(profile: WorkloadProfile, answer: float) -> float:
@@ -49,9 +53,7 @@ def paced_evaluation(
         return evaluate(profile)
     first = evaluate(profile)
     if not first.stable:
-        slowest = sla.ttft_p90_s + max(float(profile.output_tokens.mean()) - 1.0, 0.0) * (
-            sla.tpot_p90_s
-        )
+        slowest = _answer(profile, sla.ttft_p90_s, sla.tpot_p90_s)
         first = evaluate(profile.at_rate(paced_rate(profile, slowest)))
         if not first.stable:
             return first

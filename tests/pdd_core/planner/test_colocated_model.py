@@ -54,7 +54,7 @@ def test_the_steady_state_obeys_littles_law_and_the_chunk_share(evaluator: Evalu
     # iteration); the mixed share is the prompt tokens per iteration over the chunk's room.
     assert state.batch == pytest.approx(0.5 * p.output_tokens.mean() * state.seconds, rel=1e-3)
     assert state.mixed == pytest.approx(
-        0.5 * p.miss_tokens.mean() * state.seconds / state.chunk, rel=1e-3
+        0.5 * p.miss_tokens.mean() * state.seconds / state.prompt_tokens, rel=1e-3
     )
     # The mean iteration lies between a decode step and a mixed iteration of that batch.
     assert 0 < state.mixed < 1
