@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,16 +91,22 @@ def real_rates(batch: int, tp: int, context: int, mean_miss: float) -> dict[str,
             "prefill": 1.0 / prefill, "step_s": step, "prefill_s": prefill}  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=60)
-    parser.add_argument("--speed", type=float, default=2.0)
-    parser.add_argument("--max-output", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--tp", type=int, default=8)
-    parser.add_argument("--context", type=int, default=4096)
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Measured:
+    """One replay against a plane: its output, its wall time, the journal's totals, and each
+    role's CPU seconds before and after it and over an idle span as long after it."""
 
+    replay: subprocess.CompletedProcess[str]
+    wall_s: float
+    totals: dict[str, float]
+    before: dict[str, float]
+    after: dict[str, float]
+    idle_start: dict[str, float]
+    idle_end: dict[str, float]
+
+
+def measure(args: argparse.Namespace) -> Measured:
+    """Start a ``pdd up`` plane, replay the sample against it and read every agent's CPU."""
     with tempfile.TemporaryDirectory(prefix="pdd-agent-cost-") as tmp:
         run_dir = Path(tmp) / "run"
         up = subprocess.Popen(
@@ -132,25 +139,13 @@ def main() -> None:
         finally:
             up.send_signal(signal.SIGTERM)
             up.wait(timeout=30)
-    if done.returncode != 0:
-        raise SystemExit(done.stdout + done.stderr)
+    return Measured(done, wall, totals, before, after, idle_start, idle_end)
 
-    n = totals["requests"]
-    mean_miss = totals["miss"] / max(totals["prefills"], 1.0)
-    rates = real_rates(args.batch, args.tp, args.context, mean_miss)
-    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
-    print(
-        f"replay: {int(n)} requests served, {int(totals['output'])} output tokens "
-        f"(RLD {int(totals['rld'])}, MD {int(totals['md'])}), mean uncached prompt "
-        f"{mean_miss:,.0f} tokens, {wall:.1f} s wall; load average {os.getloadavg()[0]:.1f}"
-    )
-    print(
-        f"real instance: H200 Llama-3.1-70B TP{args.tp}, decode batch {args.batch} at "
-        f"{args.context} tokens: step {rates['step_s'] * 1e3:.1f} ms = "
-        f"{rates['main']:,.0f} tokens/s; prefill of {mean_miss:,.0f} tokens "
-        f"{rates['prefill_s']:.3f} s = {rates['prefill']:.2f} prefills/s"
-    )
-    print()
+
+def print_table(measured: Measured, rates: dict[str, float]) -> None:
+    """Each agent's CPU over the replay, net of its idle rate, per unit it handled, and the
+    share of a core it would need at the real instance's rate."""
+    totals, before, after = measured.totals, measured.before, measured.after
     print(
         "| agent | CPU s (replay) | idle CPU s (same wall) | net CPU s | units handled "
         "| net CPU per unit | core share at the real rate | goal |"
@@ -165,7 +160,7 @@ def main() -> None:
     net_total = 0.0
     for role, (units, unit) in handled.items():
         gross = after.get(role, 0.0) - before.get(role, 0.0)
-        idle = idle_end.get(role, 0.0) - idle_start.get(role, 0.0)
+        idle = measured.idle_end.get(role, 0.0) - measured.idle_start.get(role, 0.0)
         net = max(gross - idle, 0.0)
         net_total += net
         per_unit = net / units if units else float("nan")
@@ -179,7 +174,43 @@ def main() -> None:
             f"| {per_unit_text} | {share:.3f} | <= {GOAL_CORE_SHARE} ({verdict}) |"
         )
     print()
-    print(f"all agents, net: {net_total / max(n, 1) * 1e3:.1f} ms of CPU per request")
+    print(
+        f"all agents, net: {net_total / max(totals['requests'], 1) * 1e3:.1f} ms of CPU per request"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--speed", type=float, default=2.0)
+    parser.add_argument("--max-output", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--tp", type=int, default=8)
+    parser.add_argument("--context", type=int, default=4096)
+    args = parser.parse_args()
+
+    measured = measure(args)
+    done, totals = measured.replay, measured.totals
+    if done.returncode != 0:
+        raise SystemExit(done.stdout + done.stderr)
+    n = totals["requests"]
+    mean_miss = totals["miss"] / max(totals["prefills"], 1.0)
+    rates = real_rates(args.batch, args.tp, args.context, mean_miss)
+    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "")
+    print(
+        f"replay: {int(n)} requests served, {int(totals['output'])} output tokens "
+        f"(RLD {int(totals['rld'])}, MD {int(totals['md'])}), mean uncached prompt "
+        f"{mean_miss:,.0f} tokens, {measured.wall_s:.1f} s wall; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"real instance: H200 Llama-3.1-70B TP{args.tp}, decode batch {args.batch} at "
+        f"{args.context} tokens: step {rates['step_s'] * 1e3:.1f} ms = "
+        f"{rates['main']:,.0f} tokens/s; prefill of {mean_miss:,.0f} tokens "
+        f"{rates['prefill_s']:.3f} s = {rates['prefill']:.2f} prefills/s"
+    )
+    print()
+    print_table(measured, rates)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def main() -> None:
 def _load(rows: int) -> float:
     from django.db import connection
 
-    from controlplane.billing.models import Tenant
+    from controlplane.tenancy.models import Tenant
 
     tenants = [Tenant.objects.create(slug=f"t{i}", name=f"T{i}").pk for i in range(20)]
     models = ["deepseek-v3", "llama-3.1-70b", "qwen3-235b", "kimi-k2"]
@@ -118,7 +118,8 @@ def run(rows: int, sample: int) -> None:
     from django.core.management import call_command
 
     from controlplane.billing import selectors
-    from controlplane.billing.models import Tenant, UsageRecord
+    from controlplane.billing.models import UsageRecord
+    from controlplane.tenancy.models import Tenant
 
     call_command("migrate", verbosity=0)
     load_s = _load(rows)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from pdd_core.agent.replay import Result, replay
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.workload.readers import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]

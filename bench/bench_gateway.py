@@ -3,7 +3,7 @@ before (commit ff35434) against aiohttp's, side by side in one run.
 
 Each side gets a fresh data plane of real processes (``pdd up``'s supervisor) on the
 TinyTransformer topology of the system tests, identical but for the gateway's HTTP module: for
-"before" the gateway child imports ``pdd_core/agent/gateway_api.py`` as it was at ``--before``
+"before" the gateway child imports ``pdd_core/agent/gateway/api.py`` as it was at ``--before``
 (read with ``git show`` into a temporary directory and put in front of the real one by a
 ``sitecustomize`` finder on the child's ``PYTHONPATH``). The tiny model tokenizes bytes, as the
 old module did, so both sides do the same tokenizing work. The plane is made cheap on purpose
@@ -42,11 +42,11 @@ from typing import Any
 
 import aiohttp
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.metrics import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = "pdd_core/agent/gateway_api.py"
+MODULE = "pdd_core/agent/gateway/api.py"
 FINDER = '''"""Bench only: the gateway child imports the HTTP module of an older commit."""
 import importlib.abc
 import importlib.util
@@ -57,7 +57,7 @@ OLD = {old!r}
 
 class OldGatewayApi(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "pdd_core.agent.gateway_api":
+        if name == "pdd_core.agent.gateway.api":
             return importlib.util.spec_from_file_location(name, OLD)
         return None
 

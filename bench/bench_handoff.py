@@ -18,8 +18,8 @@ import asyncio
 
 from pdd_core import perf
 from pdd_core.agent.protocol import handoff_frame_size
-from pdd_core.agent.wan import LineSettings, WanEmulator
-from pdd_core.agent.wan_probe import start_probe_server, upload
+from pdd_core.agent.wan.emulator import LineSettings, WanEmulator
+from pdd_core.agent.wan.probe import start_probe_server, upload
 from pdd_core.specs import load_chips, load_models
 from pdd_core.transfer import transfer_time
 

@@ -18,7 +18,7 @@ import statistics
 import time
 from pathlib import Path
 
-from pdd_core.agent.openai_format import prompt_tokens
+from pdd_core.agent.gateway.openai_format import prompt_tokens
 from pdd_core.agent.replay import build_prompt, build_prompt_ids
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.engine.tokenizer import bpe

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -138,29 +139,22 @@ def decode_rate(engine: LlamaCppEngine, batch: int, context: int, steps: int) ->
     return best(lambda: engine.decode_step(states), steps)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (and cores)")
-    parser.add_argument("--prefill-tokens", type=int, default=256)
-    parser.add_argument("--context", type=int, default=128, help="decode context per sequence")
-    parser.add_argument("--steps", type=int, default=5, help="decode steps timed per batch")
-    parser.add_argument("--profile-out", type=Path)
-    parser.add_argument("--model-id", default="tiny-cpu", help="model id the profile is for")
-    parser.add_argument("--chip-id", default="this-cpu", help="chip id the profile is for")
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Measured:
+    """What llama.cpp took on this CPU: a prefill, a decode step per batch, the KV's export
+    and import (``megabytes`` of it), and extends of ``k`` tokens over the long context."""
 
-    heads = args.dim // 64
-    config = TinyConfig(
-        dim=args.dim, layers=args.layers, heads=heads, kv_heads=heads, head_dim=64,
-        mlp_hidden=3 * args.dim,
-    )  # fmt: skip
-    spec = model_spec(config)
-    chip, chip_note = cpu_chip(args.threads)
-    demo = json.loads(DEMO.read_text())
-    wan_gbps, rtt_s = float(demo["wan"]["bandwidth_gbps"]), float(demo["wan"]["rtt_ms"]) / 1e3
+    prefill_s: float
+    steps: dict[int, float]  # batch -> seconds of one decode step
+    megabytes: float
+    export_s: float
+    import_s: float
+    kv_per_token: int
+    extend_s: dict[int, float]  # k -> seconds of the extend
 
+
+def measure(config: TinyConfig, args: argparse.Namespace) -> Measured:
+    """Export ``config`` to GGUF and time it through ``LlamaCppEngine``."""
     with tempfile.TemporaryDirectory() as tmp:
         gguf = export_tiny(Path(tmp) / "bench.gguf", config)
         settings = LlamaCppSettings(
@@ -181,11 +175,13 @@ def main() -> int:
             extend_s = {
                 k: best(lambda k=k: engine.extend(long, prompt[:k]), 3) for k in (4, 16, 64)
             }
+    return Measured(prefill_s, steps, megabytes, export_s, import_s, kv_per_token, extend_s)
 
+
+def print_rates(spec: ModelSpec, chip: ChipSpec, m: Measured, args: argparse.Namespace) -> None:
+    """Prefill and decode rates and the KV's size beside the roofline's, and the KV's export
+    and import time per MB."""
     roof_prefill = perf.prefill_time(spec, chip, args.prefill_tokens)
-    print(f"model: {spec.name}, {spec.total_params_b * 1e3:.1f}M parameters, F32 weights, F16 KV")
-    print(f"chip (roofline inputs): {chip_note}")
-    print()
     print(f"{'figure':<34}{'measured':>14}{'roofline':>14}{'meas/roof':>11}")
 
     def row(name: str, measured: float, predicted: float, fmt: str = ",.0f") -> None:
@@ -194,28 +190,34 @@ def main() -> int:
 
     row(
         f"prefill tokens/s ({args.prefill_tokens} tok)",
-        args.prefill_tokens / prefill_s,
+        args.prefill_tokens / m.prefill_s,
         args.prefill_tokens / roof_prefill.seconds,
     )
-    for batch, seconds in steps.items():
+    for batch, seconds in m.steps.items():
         roof = perf.decode_step_time_uniform(spec, chip, batch, args.context)
         row(f"decode tokens/s, batch {batch}", batch / seconds, batch / roof.seconds)
-    row("KV bytes per token", kv_per_token, perf.kv_bytes(spec, 1))
-    print(f"{'KV export s per MB':<34}{export_s / megabytes:>14.4f}{'-':>14}")
-    print(f"{'KV import s per MB':<34}{import_s / megabytes:>14.4f}{'-':>14}")
+    row("KV bytes per token", m.kv_per_token, perf.kv_bytes(spec, 1))
+    print(f"{'KV export s per MB':<34}{m.export_s / m.megabytes:>14.4f}{'-':>14}")
+    print(f"{'KV import s per MB':<34}{m.import_s / m.megabytes:>14.4f}{'-':>14}")
     print(
         f"(roofline bound: prefill {roof_prefill.bound}, decode "
         f"{perf.decode_step_time_uniform(spec, chip, 1, args.context).bound}; the KV row's "
         "excess is llama.cpp's 12 B of cell bookkeeping per token)"
     )
-    print()
+
+
+def print_handoffs(spec: ModelSpec, chip: ChipSpec, m: Measured, args: argparse.Namespace) -> None:
+    """The handoff of ``k`` RLD tokens on the demo WAN: ship their KV, or their token IDs for
+    MD to extend over (measured, and by the roofline)."""
+    demo = json.loads(DEMO.read_text())
+    wan_gbps, rtt_s = float(demo["wan"]["bandwidth_gbps"]), float(demo["wan"]["rtt_ms"]) / 1e3
     print(f"handoff of k RLD tokens on the demo WAN ({wan_gbps} Gbps, {rtt_s * 1e3:.0f} ms RTT):")
     print(f"{'k':>5}{'ship KV s':>12}{'extend s':>12}{'extend (roof) s':>17}  choice / roofline's")
-    for k, ext in extend_s.items():
-        size_mb = k * kv_per_token / 1e6
+    for k, ext in m.extend_s.items():
+        size_mb = k * m.kv_per_token / 1e6
         ship = (
-            rtt_s + k * kv_per_token * 8 / (wan_gbps * 1e9)
-            + size_mb * (export_s + import_s) / megabytes
+            rtt_s + k * m.kv_per_token * 8 / (wan_gbps * 1e9)
+            + size_mb * (m.export_s + m.import_s) / m.megabytes
         )  # fmt: skip
         extend = rtt_s + ext  # token IDs are a few bytes: one round trip plus the recompute
         roof = rtt_s + perf.extend_time(spec, chip, k, 4 * args.prefill_tokens).seconds
@@ -223,21 +225,54 @@ def main() -> int:
         roof_choice = "extend (token IDs)" if roof <= ship else "ship KV"
         print(f"{k:>5}{ship:>12.4f}{extend:>12.4f}{roof:>17.4f}  {choice} / {roof_choice}")
 
+
+def write_profile(m: Measured, args: argparse.Namespace) -> None:
+    """The measurements as a measured profile ``pdd_core.perf`` uses (``PDD_PROFILES``)."""
+    profile = MeasuredProfile(
+        model=args.model_id,
+        chip=args.chip_id,
+        prefill_tokens_per_s=args.prefill_tokens / m.prefill_s,
+        decode_step_s=tuple(m.steps.items()),
+        kv_bytes_per_token=float(m.kv_per_token),
+        export_s_per_mb=m.export_s / m.megabytes,
+        import_s_per_mb=m.import_s / m.megabytes,
+        prefill_tokens=args.prefill_tokens,
+        decode_context=args.context,
+        source=f"bench/bench_llamacpp.py, llama-cpp-python, {args.threads} thread(s)",
+    )
+    args.profile_out.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
+    print(f"\nprofile written to {args.profile_out} (use with PDD_PROFILES={args.profile_out})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (and cores)")
+    parser.add_argument("--prefill-tokens", type=int, default=256)
+    parser.add_argument("--context", type=int, default=128, help="decode context per sequence")
+    parser.add_argument("--steps", type=int, default=5, help="decode steps timed per batch")
+    parser.add_argument("--profile-out", type=Path)
+    parser.add_argument("--model-id", default="tiny-cpu", help="model id the profile is for")
+    parser.add_argument("--chip-id", default="this-cpu", help="chip id the profile is for")
+    args = parser.parse_args()
+
+    heads = args.dim // 64
+    config = TinyConfig(
+        dim=args.dim, layers=args.layers, heads=heads, kv_heads=heads, head_dim=64,
+        mlp_hidden=3 * args.dim,
+    )  # fmt: skip
+    spec = model_spec(config)
+    chip, chip_note = cpu_chip(args.threads)
+    measured = measure(config, args)
+    print(f"model: {spec.name}, {spec.total_params_b * 1e3:.1f}M parameters, F32 weights, F16 KV")
+    print(f"chip (roofline inputs): {chip_note}")
+    print()
+    print_rates(spec, chip, measured, args)
+    print()
+    print_handoffs(spec, chip, measured, args)
     if args.profile_out:
-        profile = MeasuredProfile(
-            model=args.model_id,
-            chip=args.chip_id,
-            prefill_tokens_per_s=args.prefill_tokens / prefill_s,
-            decode_step_s=tuple(steps.items()),
-            kv_bytes_per_token=float(kv_per_token),
-            export_s_per_mb=export_s / megabytes,
-            import_s_per_mb=import_s / megabytes,
-            prefill_tokens=args.prefill_tokens,
-            decode_context=args.context,
-            source=f"bench/bench_llamacpp.py, llama-cpp-python, {args.threads} thread(s)",
-        )
-        args.profile_out.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
-        print(f"\nprofile written to {args.profile_out} (use with PDD_PROFILES={args.profile_out})")
+        write_profile(measured, args)
     return 0
 
 

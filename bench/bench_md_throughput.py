@@ -37,7 +37,7 @@ from pdd_core.agent.protocol import (
     kv_block_frame,
 )
 from pdd_core.agent.runtime import PeerLink, hello
-from pdd_core.agent.supervisor import plane_credentials, resolve
+from pdd_core.agent.supervisor.plane import plane_credentials, resolve
 from pdd_core.agent.tls import TLS_DIR_ENV, TlsContexts, serves_tls
 from pdd_core.engine.protocol import DecodeState
 

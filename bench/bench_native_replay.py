@@ -44,7 +44,7 @@ from typing import Any
 from pdd_core.agent.config import config_from_dict
 from pdd_core.agent.engines import Predictor
 from pdd_core.agent.replay import TRACE_BLOCK, replay
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.metrics import percentile
 from pdd_core.workload.readers import read_trace
 from pdd_core.workload.request import Request

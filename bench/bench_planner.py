@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 from pdd_core.planner import inputs_from_scenario, make_plan, prepare, verify  # noqa: E402
 from pdd_core.planner.design import design_from_dict  # noqa: E402
 from pdd_core.planner.result import Plan  # noqa: E402
+from pdd_core.planner.stages import evaluate  # noqa: E402
 from pdd_core.scenario import load_scenario  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def main() -> None:
     count = 0
     started = time.perf_counter()
     while time.perf_counter() - started < 1.0:
-        evaluator.evaluate(design)
+        evaluate(evaluator, design)
         count += 1
     evals_per_s = count / (time.perf_counter() - started)
 
@@ -82,7 +83,7 @@ def main() -> None:
             "rld_mode": data["rld_mode"] or "pool",
         }
     )
-    analytic = evaluator.evaluate(chosen)
+    analytic = evaluate(evaluator, chosen)
     simulated = plan.predicted
     print(f"{'chosen design':<22}{'analytic':>12}{'simulator':>12}{'ratio':>8}")
     for key, label, scale in (

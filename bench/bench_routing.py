@@ -24,10 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from pdd_core.agent.config import load_config
-from pdd_core.agent.gateway import Gateway
+from pdd_core.agent.gateway.server import Gateway
+from pdd_core.agent.gateway.types import Route
 from pdd_core.agent.protocol import FrameType, control
 from pdd_core.agent.replay import build_prompt
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 from pdd_core.engine.protocol import ROOT_HASH, block_hashes, chain_hash
 from pdd_core.engine.tokenizer import bpe
 from pdd_core.metrics import percentile
@@ -54,34 +55,38 @@ def timed(fn, items, repeat):  # type: ignore[no-untyped-def]
     return best
 
 
-async def main(args: argparse.Namespace) -> None:
-    config, _ = resolve(load_config(ROOT / args.config), Path(tempfile.mkdtemp()))
-    gateway = Gateway(config, "gateway")
-    gateway.up = lambda role: [a.id for a in config.of_role(role)]  # type: ignore[method-assign]
-    trace = read_trace(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl")
-    chosen = trace.requests[: args.requests]
-    if args.prompt_tokens:
-        chosen = [replace(r, input_tokens=args.prompt_tokens) for r in chosen]
-    prompts = [bpe().encode(build_prompt(r, 512)) for r in chosen]
-    outputs = [r.output_tokens for r in chosen]
-    size = config.engine.block_size
-    hashes_of = [block_hashes(p, size) for p in prompts]
-
+async def served_routes(
+    gateway: Gateway, prompts: list[list[int]], outputs: list[int], block_size: int
+) -> list[Route]:
+    """Route every prompt once, as serving would, growing the views as it goes: each routed
+    prompt's blocks enter its P's and its MD's views."""
     routes = []
-    for prompt, out in zip(prompts, outputs, strict=True):  # warm the views as serving would
-        route = gateway.route(prompt, out, {})
-        gateway.release(route)
+    for prompt, out in zip(prompts, outputs, strict=True):
+        route = gateway.router.route(prompt, out, {})
+        gateway.router.release(route)
         routes.append(route)
-        hashes = block_hashes(prompt, config.engine.block_size)
+        hashes = block_hashes(prompt, block_size)
         for agent in (route.prefill, route.main):
             if agent:
                 body = {"added": hashes}
                 await gateway.on_frame(agent, control(FrameType.CACHE_EVENT, "", body))
+    return routes
 
+
+def time_decisions(
+    gateway: Gateway,
+    prompts: list[list[int]],
+    outputs: list[int],
+    routes: list[Route],
+    *,
+    repeat: int,
+) -> dict[str, list[float]]:
+    """Per-request seconds of each way to decide, and of each way to hash, by table row."""
+    config = gateway.config
+    size = config.engine.block_size
     instances = [a.id for a in config.agents if a.role in ("prefill", "main")]
     cycle = itertools.cycle(instances)
-    baseline = timed(lambda _: (next(cycle), next(cycle)), list(range(len(prompts))), args.repeat)
-
+    baseline = timed(lambda _: (next(cycle), next(cycle)), list(range(len(prompts))), repeat)
     features = [
         (
             [InstanceView(0, r.hit_tokens_p, 0.0, r.prefill_s), InstanceView(1, 0, 0.0, 1.0)],
@@ -98,20 +103,38 @@ async def main(args: argparse.Namespace) -> None:
         choose_pipeline(feats, config.routing)
         predict_rejection(0.1, config.sla, config.routing)
 
-    pure = timed(decide, features, args.repeat)
-
     def full(item):  # type: ignore[no-untyped-def]
-        gateway.release(gateway.route(item[0], item[1], {}, item[2]))
-
-    whole = timed(full, list(zip(prompts, outputs, hashes_of, strict=True)), args.repeat)
+        gateway.router.release(gateway.router.route(item[0], item[1], {}, item[2]))
 
     def chained(prompt):  # type: ignore[no-untyped-def]
         parent = ROOT_HASH
         for start in range(0, len(prompt) - len(prompt) % size, size):
             parent = chain_hash(parent, prompt[start : start + size])
 
-    old_hash = timed(chained, prompts, 1)
-    new_hash = timed(lambda p: block_hashes(p, size), prompts, args.repeat)
+    hashes_of = [block_hashes(p, size) for p in prompts]
+    return {
+        "round-robin (baseline)": baseline,
+        "pdd_core.routing functions only": timed(decide, features, repeat),
+        "gateway decision (hashes given)": timed(
+            full, list(zip(prompts, outputs, hashes_of, strict=True)), repeat
+        ),
+        "hashing, chain_hash per block (before)": timed(chained, prompts, 1),
+        "hashing, one serialization (now)": timed(lambda p: block_hashes(p, size), prompts, repeat),
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    config, _ = resolve(load_config(ROOT / args.config), Path(tempfile.mkdtemp()))
+    gateway = Gateway(config, "gateway")
+    gateway.up = lambda role: [a.id for a in config.of_role(role)]  # type: ignore[method-assign]
+    trace = read_trace(ROOT / "fixtures/traces/mooncake_conversation_sample.jsonl")
+    chosen = trace.requests[: args.requests]
+    if args.prompt_tokens:
+        chosen = [replace(r, input_tokens=args.prompt_tokens) for r in chosen]
+    prompts = [bpe().encode(build_prompt(r, 512)) for r in chosen]
+    outputs = [r.output_tokens for r in chosen]
+    routes = await served_routes(gateway, prompts, outputs, config.engine.block_size)
+    rows = time_decisions(gateway, prompts, outputs, routes, repeat=args.repeat)
 
     tokens = sum(len(p) for p in prompts) / len(prompts)
     print(
@@ -120,14 +143,9 @@ async def main(args: argparse.Namespace) -> None:
         f"best of {args.repeat}; goal: decision p99 <= 100 us on a 32K-token prompt"
     )
     print(f"{'decision':<44}{'p50 us':>10}{'p99 us':>10}{'mean us':>10}{'x rr':>8}")
+    baseline = rows["round-robin (baseline)"]
     base_mean = sum(baseline) / len(baseline)
-    for name, values in (
-        ("round-robin (baseline)", baseline),
-        ("pdd_core.routing functions only", pure),
-        ("gateway decision (hashes given)", whole),
-        ("hashing, chain_hash per block (before)", old_hash),
-        ("hashing, one serialization (now)", new_hash),
-    ):
+    for name, values in rows.items():
         mean = sum(values) / len(values)
         print(f"{name:<44}{percentile(values, 50) * 1e6:>10.2f}"
               f"{percentile(values, 99) * 1e6:>10.2f}{mean * 1e6:>10.2f}"

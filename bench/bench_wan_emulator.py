@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from pdd_core.agent.wan import LineSettings, WanEmulator
-from pdd_core.agent.wan_probe import download, start_probe_server, upload
+from pdd_core.agent.wan.emulator import LineSettings, WanEmulator
+from pdd_core.agent.wan.probe import download, start_probe_server, upload
 from pdd_core.transfer import transfer_time
 
 MB = 1024 * 1024

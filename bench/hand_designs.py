@@ -41,7 +41,7 @@ from pdd_core.planner.design import (  # noqa: E402
     design_from_dict,
 )
 from pdd_core.planner.improve import confirmed  # noqa: E402
-from pdd_core.planner.search import choice, fits  # noqa: E402
+from pdd_core.planner.skeletons import choice  # noqa: E402
 from pdd_core.planner.verify import verify  # noqa: E402
 from pdd_core.scenario import load_scenario  # noqa: E402
 from pdd_core.specs import InstanceShape, RldMode, Role, valid_shapes  # noqa: E402
@@ -93,7 +93,7 @@ def disaggregated(inputs: PlannerInputs, best: Design, target: float) -> list[De
                     best.table,
                     mode,
                 )
-                if design.cost(chips) <= target and fits(inputs, design) is None:
+                if design.cost(chips) <= target and inputs.over_limit(design) is None:
                     made.append(design)
     return made
 
@@ -113,7 +113,7 @@ def aggregated(inputs: PlannerInputs, best: Design, target: float) -> list[Desig
                     decode=replace(best.decode, tp=shape.tp, pp=shape.pp),
                 )
                 # _counts gives one instance even where one costs more than the target.
-                if design.cost(inputs.chips) <= target and fits(inputs, design) is None:
+                if design.cost(inputs.chips) <= target and inputs.over_limit(design) is None:
                     made.append(design)
     return made
 

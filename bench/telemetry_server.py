@@ -25,7 +25,8 @@ KEYS = {"bench": "be4c", "probe": "9e0be"}
 # site dc-a and its gateway agent "bench-gw" (records are taken from a site's gateways only).
 WORLD = """
 from controlplane.agents.models import Agent
-from controlplane.billing.models import ApiKey, Tenant
+from controlplane.billing.models import ApiKey
+from controlplane.tenancy.models import Tenant
 from controlplane.inventory.models import ModelProfile, Site
 for slug, prefix in KEYS.items():
     tenant = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})[0]

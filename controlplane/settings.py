@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "controlplane.core",
     "controlplane.accounts",
     "controlplane.inventory",
+    "controlplane.tenancy",
     "controlplane.agents",
     "controlplane.telemetry",
     "controlplane.billing",

@@ -26,11 +26,13 @@ from rest_framework.exceptions import ValidationError
 
 from controlplane.billing import selectors
 from controlplane.billing.invoicing import invoice_document
-from controlplane.billing.models import PriceBook, Tenant
+from controlplane.billing.models import PriceBook
 from controlplane.billing.periods import Period, parse_period, period_of
 from controlplane.billing.pricing import Prices, line_amounts
 from controlplane.core.exceptions import DomainError
+from controlplane.tenancy.models import Tenant
 from frontend.access import billing_page
+from pdd_core.metrics import hit_ratio
 
 
 def _period(raw: str | None) -> Period:
@@ -65,7 +67,9 @@ def usage_rows(tenant: Tenant, period: Period) -> list[dict[str, Any]]:
                 prices, miss_tokens=row["miss_tokens"], hit_tokens=row["hit_tokens"],
                 output_tokens=row["output_tokens"],
             ).saving  # fmt: skip
-        row["hit_share"] = row["hit_tokens"] / row["input_tokens"] if row["input_tokens"] else None
+        row["hit_share"] = (
+            hit_ratio(row["hit_tokens"], row["input_tokens"]) if row["input_tokens"] else None
+        )
         row["sla_share"] = row["sla_met_requests"] / row["requests"] if row["requests"] else None
     return rows
 
@@ -75,7 +79,7 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     totals: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
     totals["saving"] = sum((r["saving"] for r in rows if r["saving"] is not None), Decimal(0))
     totals["hit_share"] = (
-        totals["hit_tokens"] / totals["input_tokens"] if totals["input_tokens"] else None
+        hit_ratio(totals["hit_tokens"], totals["input_tokens"]) if totals["input_tokens"] else None
     )
     return totals
 

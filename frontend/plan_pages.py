@@ -25,8 +25,8 @@ from controlplane.core.exceptions import DomainError
 from controlplane.inventory.selectors import site_list
 from controlplane.planning import selectors, services
 from controlplane.planning.drift import LIVE_WINDOW_MIN
+from controlplane.planning.jobs import job_runner
 from controlplane.planning.models import Plan, WorkloadProfile
-from controlplane.planning.tasks import job_runner
 from frontend import plan_verdict, units
 from frontend.access import operator_page
 from pdd_core.routing import RoutingTable

@@ -37,6 +37,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pdd_core.metrics import hit_ratio
+
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
@@ -60,7 +62,7 @@ class CacheStats:
     @property
     def token_weighted_hit(self) -> float:
         """Hit tokens over input tokens (0 before any request)."""
-        return self.hit_tokens / self.input_tokens if self.input_tokens else 0.0
+        return hit_ratio(self.hit_tokens, self.input_tokens)
 
 
 class _Node:
@@ -153,7 +155,24 @@ class RadixCache:
         A router probing several caches to choose one must not make the losers look recently
         used.
         """
-        return self._descend(tuple(hashes), None)[0]
+        # ``_descend``'s walk without the runs and the partial count: every arrival peeks at
+        # each candidate's cache, so the calls and the tuples it returns are saved here.
+        if not isinstance(hashes, tuple):
+            hashes = tuple(hashes)
+        node = self._root
+        done = 0
+        size = len(hashes)
+        while done < size:
+            child = node.children.get(hashes[done])
+            if child is None:
+                break
+            keys = child.keys
+            end = done + len(keys)
+            if hashes[done:end] != keys:
+                return done + _common(keys, hashes, done)
+            done = end
+            node = child
+        return done
 
     def match(
         self, hashes: Sequence[int], input_tokens: int | None = None, *, record: bool = True
@@ -349,18 +368,21 @@ class RadixCache:
         lru = self._lru
         evicted = 0
         while evicted < blocks and lru:
-            node = next(iter(lru))
+            # Taken off the front in one call (a run usually goes whole); a run only trimmed
+            # goes back to the front, where it was.
+            node, _ = lru.popitem(last=False)
             keys = node.keys
             parent = node.parent
             assert parent is not None and not node.children  # guaranteed by the LRU order
             take = blocks - evicted
             if take >= len(keys):
-                del lru[node]
                 del parent.children[keys[0]]
                 node.parent = None
                 take = len(keys)
             else:
                 node.keys = keys[:-take]
+                lru[node] = None
+                lru.move_to_end(node, last=False)
             evicted += take
         self._unpinned -= evicted
         self._blocks -= evicted

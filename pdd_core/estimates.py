@@ -1,25 +1,110 @@
-"""The estimates ``pdd_core.predict`` builds its routing features from (split from it).
+"""The state ``pdd_core.predict`` takes, and the estimates it builds its routing features from.
 
-A link's jitter-free transfer time at its current share, a decoder's occupancy and admission
-wait, the soonest-finishing prefill and the least-loaded instance, and the two comparisons made
-after arrival (ship a handoff's KV or recompute it; relay a P-MD request or not). They take
-``predict``'s plain states (its module docstring says what each field means) or plain numbers,
-so the simulator and the gateway compute them the same way.
+The discrete-event simulator and the live gateway fill the plain, frozen states below from what
+they observe; the estimates (split from ``predict``) are pure functions of them or of plain
+numbers, so both sides compute them the same way: a link's jitter-free transfer time at its
+current share, a decoder's occupancy and admission wait, the soonest-finishing prefill and the
+least-loaded instance, and the two comparisons made after arrival (ship a handoff's KV or
+recompute it; relay a P-MD request or not).
+
+What each field means, so either side can fill it:
+
+``PrefillState`` (one prefill instance, or a colocated instance, as this request sees it)
+    - ``queued_s``: predicted seconds of prefill work already admitted to the instance and not
+      yet finished (the sum of each queued request's predicted prefill, including the whole of
+      the one in flight). The simulator sums its jobs' estimates; the gateway sums the
+      ``prefill_s`` it reserved for requests routed there and not yet prefilled.
+    - ``hit_tokens``: this request's prefix hit in that instance's cache, in tokens.
+    - ``prefill_s``: predicted seconds of this request's prefill there given that hit
+      (``pdd_core.perf.prefill_time`` of the miss over the hit; the caller memoises it).
+
+``DecodeState`` (one decode instance: MD, RLD or a classic D)
+    - ``active``: sequences in its running batch; ``max_batch`` the most it runs at once.
+    - ``free_kv_tokens``: KV tokens of its pool not allocated to any sequence (paged KV).
+    - ``waiting``: sequences waiting for admission ahead of a new one.
+    - ``step_s``: duration of its latest decode step (0 when idle or unknown).
+    - ``mean_remaining_tokens``: mean tokens still to emit per running sequence (the gateway
+      uses each request's ``max_tokens`` minus the tokens it has streamed).
+    - ``hit_tokens``: this request's prefix hit in its decode-side radix cache (MD's DRC; 0
+      elsewhere).
+    - ``kv_capacity_tokens``: its whole KV pool in tokens (0 when unknown: load is then the
+      batch slots only).
+
+``LinkState`` (the WAN line to MD, or the RDMA fabric to RLD/D)
+    - ``bandwidth_gbps`` and ``rtt_ms``: the line's rate and round trip (``LinkSpec``'s).
+    - ``flows``: transfers in transit on it now, not counting the new one (processor sharing
+      gives the new one ``1 / (flows + 1)`` of the line).
+    - ``setup_ms``: fixed per-transfer setup (block lookup, registration, request message).
+    - ``initial_window_bytes``: TCP congestion window a transfer starts with (0: no slow
+      start, the connection's window is already open).
+    - ``utilisation``: the share of the line's time some transfer was on it over the recent
+      past (an exponential average, 0-1; 0 when unknown). Transfers that start later share
+      the line too, and under processor sharing a transfer's expected stretch is
+      ``1 / (1 - utilisation)`` (Kleinrock's M/G/1-PS result), so the prediction uses the
+      larger of that and the current ``flows + 1``.
+
+The states are named tuples (immutable, and three times cheaper to build than frozen dataclasses,
+which matters on the gateway's and the simulator's per-request path).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
+from pdd_core.specs import LinkSpec
 from pdd_core.transfer import ideal_transfer_s
-
-if TYPE_CHECKING:  # the states are predict's, and predict imports this module
-    from pdd_core.predict import DecodeState, LinkState, PrefillState
 
 # Utilisation is capped here: a line busy all the time still finishes a transfer (20x stretch).
 MAX_UTILISATION = 0.95
+
+
+class PrefillState(NamedTuple):
+    """One prefill candidate; see the module docstring for each field."""
+
+    queued_s: float
+    hit_tokens: int
+    prefill_s: float
+
+
+class DecodeState(NamedTuple):
+    """One decode instance (MD, RLD or D); see the module docstring for each field."""
+
+    active: int
+    max_batch: int
+    free_kv_tokens: int
+    waiting: int = 0
+    step_s: float = 0.0
+    mean_remaining_tokens: float = 0.0
+    hit_tokens: int = 0
+    kv_capacity_tokens: int = 0
+
+
+class LinkState(NamedTuple):
+    """A link's rate, round trip and current flows; see the module docstring."""
+
+    bandwidth_gbps: float
+    rtt_ms: float
+    flows: int = 0
+    setup_ms: float = 0.0
+    initial_window_bytes: float = 0.0
+    utilisation: float = 0.0
+
+    @classmethod
+    def of(
+        cls,
+        link: LinkSpec,
+        flows: int = 0,
+        *,
+        setup_ms: float = 0.0,
+        initial_window_bytes: float = 0.0,
+        utilisation: float = 0.0,
+    ) -> LinkState:
+        """The state of ``link`` with ``flows`` transfers in transit."""
+        return cls(
+            link.bandwidth_gbps, link.rtt_ms, flows, setup_ms, initial_window_bytes, utilisation
+        )
 
 
 def link_s(link: LinkState, nbytes: float) -> float:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from pdd_core.specs import LinkSpec
 from pdd_core.transfer import Rng, sample_jitter, slow_start_extra_s
+from pdd_core.tuples import new_tuple
 
 
 class FlowCompletion(NamedTuple):
@@ -82,6 +83,18 @@ class FairShareLink:
         self._now = 0.0
 
     @property
+    def link(self) -> LinkSpec:
+        """The line's spec; setting it is ``set_link`` without bringing the flows to a time."""
+        return self._link
+
+    @link.setter
+    def link(self, link: LinkSpec) -> None:
+        self._link = link
+        # ``LinkSpec.bytes_per_s`` is computed on every read; the flow schedule reads it
+        # after every event on the line.
+        self._bytes_per_s = link.bytes_per_s
+
+    @property
     def now(self) -> float:
         """The latest time the link has been brought to."""
         return self._now
@@ -108,13 +121,14 @@ class FairShareLink:
         if nbytes < 0:
             raise ValueError(f"nbytes: must be non-negative, got {nbytes!r}")
         self._progress(now)
-        jitter = sample_jitter(self.link, self._rng)
-        rtt_s = self.link.rtt_ms / 1000.0
+        link = self._link
+        jitter = sample_jitter(link, self._rng)
+        rtt_s = link.rtt_ms / 1000.0
         # Slow start is charged as latency that uses no bandwidth (the window, not the line,
         # limits it), so rates never sum above the line rate (module docstring).
         ramp = 0.0
         if self.initial_window_bytes > 0:
-            rate = self.link.bytes_per_s * jitter.bandwidth_factor
+            rate = self._bytes_per_s * jitter.bandwidth_factor
             ramp = slow_start_extra_s(nbytes, rate, rtt_s, self.initial_window_bytes)
         # Positional, in the fields' order (flow_id, seq, nbytes, started_s, remaining, factor,
         # latency_s): keywords cost more, once per transfer.
@@ -154,7 +168,8 @@ class FairShareLink:
     def flow(self, flow_id: Hashable) -> FlowCompletion:
         """A flow on the link: its size and start (``finished_s`` is NaN while in flight)."""
         f = self._flows[flow_id]
-        return FlowCompletion(flow_id, f.nbytes, f.started_s, math.nan)
+        # The fields in order (``tuples.new_tuple``): the simulator asks once per cancel.
+        return new_tuple(FlowCompletion, (flow_id, f.nbytes, f.started_s, math.nan))
 
     def cancel(self, flow_id: Hashable, now: float) -> float:
         """Drop a flow (a timed-out or aborted transfer) and return its bytes not yet sent.
@@ -209,7 +224,7 @@ class FairShareLink:
         if not self._sorted:
             live.sort(key=_TARGET)
             self._sorted = True
-        bandwidth = self.link.bytes_per_s
+        bandwidth = self._bytes_per_s
         t = self._now
         served = 0.0
         n = len(live)
@@ -238,9 +253,9 @@ class FairShareLink:
         for _, _, f in done:
             del self._flows[f.flow_id]
             del self._drained[f.flow_id]
+        # The fields in order (flow_id, nbytes, started_s, finished_s; ``tuples.new_tuple``).
         return [
-            FlowCompletion(flow_id=f.flow_id, nbytes=f.nbytes, started_s=f.started_s, finished_s=t)
-            for t, _, f in done
+            new_tuple(FlowCompletion, (f.flow_id, f.nbytes, f.started_s, t)) for t, _, f in done
         ]
 
     def _schedule(self, until: float) -> tuple[list[tuple[float, _Flow]], float]:
@@ -256,7 +271,7 @@ class FairShareLink:
         if not self._sorted:
             live.sort(key=_TARGET)
             self._sorted = True
-        bandwidth = self.link.bytes_per_s
+        bandwidth = self._bytes_per_s
         t = self._now
         served = 0.0
         n = len(live)

@@ -76,6 +76,13 @@ def share_at_least(ratios: Iterable[float], threshold: float) -> float:
     return hits / total if total else 0.0
 
 
+def hit_ratio(hit_tokens: float, input_tokens: float) -> float:
+    """One request's prefix-hit ratio, hit over input tokens; 0 for a request with no input
+    (it counts as a zero hit rather than being dropped). Every hit rate of the product, per
+    request or over a window's totals, is this rule (DOMAIN.md section 5)."""
+    return hit_tokens / input_tokens if input_tokens > 0 else 0.0
+
+
 def request_weighted_hit(hit_tokens: Sequence[float], input_tokens: Sequence[float]) -> float:
     """Mean over requests of ``hit / input`` (DOMAIN.md section 5); 0 for no requests.
 
@@ -87,7 +94,7 @@ def request_weighted_hit(hit_tokens: Sequence[float], input_tokens: Sequence[flo
         return 0.0
     total = 0.0
     for hit, size in zip(hit_tokens, input_tokens, strict=True):
-        total += hit / size if size > 0 else 0.0
+        total += hit_ratio(hit, size)
     return total / len(input_tokens)
 
 
@@ -97,8 +104,7 @@ def token_weighted_hit(hit_tokens: Sequence[float], input_tokens: Sequence[float
     This is the share of prefill compute and KV bytes a cache saves, so long requests weigh more.
     """
     _check_pairs(hit_tokens, input_tokens)
-    size = math.fsum(input_tokens)
-    return math.fsum(hit_tokens) / size if size > 0 else 0.0
+    return hit_ratio(math.fsum(hit_tokens), math.fsum(input_tokens))
 
 
 def percentile(values: Sequence[float], q: float) -> float:

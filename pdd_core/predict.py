@@ -2,47 +2,14 @@
 
 ``pdd_core.routing`` decides (pipeline, instance, handoff mode, rejection) from *predictions*;
 this module is the one place those predictions come from. Both the discrete-event simulator
-and the live gateway fill the plain, frozen state below from what they observe and call the same
-pure functions, so a planner's thresholds mean the same thing in simulation and live.
+and the live gateway fill the plain, frozen state of ``pdd_core.estimates`` from what they
+observe and call the same pure functions, so a planner's thresholds mean the same thing in
+simulation and live.
 
-Inputs (what each field means, so either side can fill it):
-
-``PrefillState`` (one prefill instance, or a colocated instance, as this request sees it)
-    - ``queued_s``: predicted seconds of prefill work already admitted to the instance and not
-      yet finished (the sum of each queued request's predicted prefill, including the whole of
-      the one in flight). The simulator sums its jobs' estimates; the gateway sums the
-      ``prefill_s`` it reserved for requests routed there and not yet prefilled.
-    - ``hit_tokens``: this request's prefix hit in that instance's cache, in tokens.
-    - ``prefill_s``: predicted seconds of this request's prefill there given that hit
-      (``pdd_core.perf.prefill_time`` of the miss over the hit; the caller memoises it).
-
-``DecodeState`` (one decode instance: MD, RLD or a classic D)
-    - ``active``: sequences in its running batch; ``max_batch`` the most it runs at once.
-    - ``free_kv_tokens``: KV tokens of its pool not allocated to any sequence (paged KV).
-    - ``waiting``: sequences waiting for admission ahead of a new one.
-    - ``step_s``: duration of its latest decode step (0 when idle or unknown).
-    - ``mean_remaining_tokens``: mean tokens still to emit per running sequence (the gateway
-      uses each request's ``max_tokens`` minus the tokens it has streamed).
-    - ``hit_tokens``: this request's prefix hit in its decode-side radix cache (MD's DRC; 0
-      elsewhere).
-    - ``kv_capacity_tokens``: its whole KV pool in tokens (0 when unknown: load is then the
-      batch slots only).
-
-``LinkState`` (the WAN line to MD, or the RDMA fabric to RLD/D)
-    - ``bandwidth_gbps`` and ``rtt_ms``: the line's rate and round trip (``LinkSpec``'s).
-    - ``flows``: transfers in transit on it now, not counting the new one (processor sharing
-      gives the new one ``1 / (flows + 1)`` of the line).
-    - ``setup_ms``: fixed per-transfer setup (block lookup, registration, request message).
-    - ``initial_window_bytes``: TCP congestion window a transfer starts with (0: no slow
-      start, the connection's window is already open).
-    - ``utilisation``: the share of the line's time some transfer was on it over the recent
-      past (an exponential average, 0-1; 0 when unknown). Transfers that start later share
-      the line too, and under processor sharing a transfer's expected stretch is
-      ``1 / (1 - utilisation)`` (Kleinrock's M/G/1-PS result), so the prediction uses the
-      larger of that and the current ``flows + 1``.
-
-The states and the ``Prediction`` are named tuples (immutable, and three times cheaper to build
-than frozen dataclasses, which matters on the gateway's and the simulator's per-request path).
+Inputs: ``PrefillState``, ``DecodeState`` and ``LinkState``, with what each field means, are
+``pdd_core.estimates``' (handed on here, with ``predict``, to the simulator and the gateway). The
+``Prediction`` is a named tuple like them (immutable, and three times cheaper to build than a
+frozen dataclass, which matters on the gateway's and the simulator's per-request path).
 
 Outputs: ``Prediction`` holds every feature the router and an operator's record need: P wait,
 prefill, MD wait, WAN time, RDMA time, the relay's wait, the predicted TTFT (the first token
@@ -61,6 +28,9 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from pdd_core.estimates import (
+    DecodeState,
+    LinkState,
+    PrefillState,
     choose_prefill,
     decode_load,
     decode_wait_s,
@@ -77,55 +47,22 @@ from pdd_core.routing import (
     choose_pipeline,
     predict_rejection,
 )
-from pdd_core.specs import SLA, LinkSpec
+from pdd_core.specs import SLA
 from pdd_core.tuples import new_tuple
 
-
-class PrefillState(NamedTuple):
-    """One prefill candidate; see the module docstring for each field."""
-
-    queued_s: float
-    hit_tokens: int
-    prefill_s: float
-
-
-class DecodeState(NamedTuple):
-    """One decode instance (MD, RLD or D); see the module docstring for each field."""
-
-    active: int
-    max_batch: int
-    free_kv_tokens: int
-    waiting: int = 0
-    step_s: float = 0.0
-    mean_remaining_tokens: float = 0.0
-    hit_tokens: int = 0
-    kv_capacity_tokens: int = 0
-
-
-class LinkState(NamedTuple):
-    """A link's rate, round trip and current flows; see the module docstring."""
-
-    bandwidth_gbps: float
-    rtt_ms: float
-    flows: int = 0
-    setup_ms: float = 0.0
-    initial_window_bytes: float = 0.0
-    utilisation: float = 0.0
-
-    @classmethod
-    def of(
-        cls,
-        link: LinkSpec,
-        flows: int = 0,
-        *,
-        setup_ms: float = 0.0,
-        initial_window_bytes: float = 0.0,
-        utilisation: float = 0.0,
-    ) -> LinkState:
-        """The state of ``link`` with ``flows`` transfers in transit."""
-        return cls(
-            link.bandwidth_gbps, link.rtt_ms, flows, setup_ms, initial_window_bytes, utilisation
-        )
+# The states are estimates', handed on with ``predict`` (the simulator and the gateway take
+# them from here).
+__all__ = [
+    "RELAY_REASON",
+    "DecodeState",
+    "LinkState",
+    "Prediction",
+    "PrefillState",
+    "choose_relay",
+    "predict",
+    "predicted_ttft_s",
+    "relay_at_prefill_end",
+]
 
 
 class Prediction(NamedTuple):
@@ -206,6 +143,37 @@ def predicted_ttft_s(p_wait_s: float, prefill_s: float, transfer_s: float, wait_
     return p_wait_s + prefill_s + transfer_s + wait_s
 
 
+def _choose_main(
+    input_tokens: int, mains: Sequence[DecodeState], wan: LinkState | None, kv_bytes: float
+) -> tuple[int, int, float, float]:
+    """(index, cached tokens, admission wait, WAN transfer) of the MD ``choose_instance``
+    picks; (-1, 0, 0, inf) when none is reachable."""
+    if not mains or wan is None:
+        return -1, 0, 0.0, math.inf
+    views = []
+    for index, md in enumerate(mains):
+        hit = min(md.hit_tokens, input_tokens)
+        # The DRC's prefix pages are shared, so only the rest needs new KV pages.
+        wait = decode_wait_s(md, input_tokens - hit + 1)
+        transfer = link_s(wan, (input_tokens - hit) * kv_bytes)
+        views.append(new_tuple(InstanceView, (index, hit, wait, transfer)))
+    chosen = choose_instance(views)
+    return chosen.index, chosen.cached_tokens, chosen.queue_s, chosen.service_s
+
+
+def _relay_path(
+    input_tokens: int, relays: Sequence[DecodeState], rdma: LinkState | None, kv_bytes: float
+) -> tuple[int, float, float]:
+    """(index, admission wait, RDMA transfer of the whole KV) of the least loaded RLD; index
+    -1 (no wait) when there is none."""
+    relay_index, relay_wait, rdma_s = choose_relay(relays), 0.0, 0.0
+    if relay_index >= 0:
+        relay_wait = decode_wait_s(relays[relay_index], input_tokens + 1)
+    if rdma is not None:
+        rdma_s = link_s(rdma, input_tokens * kv_bytes)
+    return relay_index, relay_wait, rdma_s
+
+
 def predict(
     *,
     input_tokens: int,
@@ -231,18 +199,7 @@ def predict(
     """
     p_index = choose_prefill(prefills)
     p = prefills[p_index]
-    md_index, md_hit, md_wait, wan_s = -1, 0, 0.0, math.inf
-    if mains and wan is not None:
-        views = []
-        for index, md in enumerate(mains):
-            hit = min(md.hit_tokens, input_tokens)
-            # The DRC's prefix pages are shared, so only the rest needs new KV pages.
-            wait = decode_wait_s(md, input_tokens - hit + 1)
-            transfer = link_s(wan, (input_tokens - hit) * kv_bytes_per_token)
-            views.append(new_tuple(InstanceView, (index, hit, wait, transfer)))
-        chosen = choose_instance(views)
-        md_index, md_hit = chosen.index, chosen.cached_tokens
-        md_wait, wan_s = chosen.queue_s, chosen.service_s
+    md_index, md_hit, md_wait, wan_s = _choose_main(input_tokens, mains, wan, kv_bytes_per_token)
     # What P-MD adds to TTFT beyond prefill is the transfer plus MD's admission wait, so the
     # router's budget is checked against both: a congested MD sends requests to the relay.
     features = new_tuple(
@@ -255,11 +212,9 @@ def predict(
         pipeline, reason = decision.pipeline, decision.reason
     relay_index, relay_wait, rdma_s = -1, 0.0, 0.0
     if pipeline is not Pipeline.P_MD or relays:
-        relay_index = choose_relay(relays)
-        if relay_index >= 0:
-            relay_wait = decode_wait_s(relays[relay_index], input_tokens + 1)
-        if rdma is not None:
-            rdma_s = link_s(rdma, input_tokens * kv_bytes_per_token)
+        relay_index, relay_wait, rdma_s = _relay_path(
+            input_tokens, relays, rdma, kv_bytes_per_token
+        )
     ttft = predicted_ttft_s(p.queued_s, p.prefill_s, rdma_s, relay_wait)
     if pipeline is Pipeline.P_MD:
         direct = predicted_ttft_s(p.queued_s, p.prefill_s, wan_s, md_wait)

@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdd_core.errors import PddError
+from pdd_core.roofline import Timing
+
 if TYPE_CHECKING:
-    from pdd_core.perf import Timing
     from pdd_core.specs import ChipSpec, ModelSpec
 
 FORMAT = "pdd-measured-profile/1"
 ENV = "PDD_PROFILES"
 
 
-class ProfileError(ValueError):
+class ProfileError(PddError, ValueError):
     """A profile file is malformed; the message names the field."""
 
 
@@ -82,10 +84,8 @@ class MeasuredProfile:
         return max(s0 + (s1 - s0) * (batch - b0) / (b1 - b0), points[0][1])
 
     def timing(self, seconds: float) -> Timing:
-        """A ``perf.Timing`` of a measured pass: the whole time is reported as ``compute_s``
+        """A ``Timing`` of a measured pass: the whole time is reported as ``compute_s``
         (a measurement does not say which resource bound it)."""
-        from pdd_core.perf import Timing
-
         return Timing(seconds, seconds, 0.0, 0.0, 0.0, "compute")
 
     def to_dict(self) -> dict[str, Any]:

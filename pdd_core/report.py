@@ -13,8 +13,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdd_core.units import BCR_UNIT, SECONDS_PER_HOUR
+
 if TYPE_CHECKING:
     from pdd_core.sim import SimResult
+
+# The compared figures (``pdd_core.sim.summary.COMPARE_KEYS``) as people read them: label
+# and the factor into the label's unit (``pdd compare`` and report.html).
+COMPARE_ROWS: tuple[tuple[str, str, float], ...] = (
+    ("ttft_p50", "TTFT P50 (s)", 1.0),
+    ("ttft_p90", "TTFT P90 (s)", 1.0),
+    ("ttft_p99", "TTFT P99 (s)", 1.0),
+    ("tpot_p50", "TPOT P50 (ms)", 1e3),
+    ("tpot_p99", "TPOT P99 (ms)", 1e3),
+    ("goodput_rps", "goodput (req/s)", 1.0),
+    ("cost_per_hour", "cost ($/h)", 1.0),
+    ("bcr", f"BCR ({BCR_UNIT})", SECONDS_PER_HOUR),
+    ("wan_gbps_mean", "WAN mean (Gbps)", 1.0),
+    ("wan_gbps_peak", "WAN peak (Gbps)", 1.0),
+    ("wan_gbps_busy_mean", "WAN busy mean (Gbps)", 1.0),
+    ("rld_token_share", "RLD token share", 1.0),
+    ("rejected", "rejected (429)", 1.0),
+    ("singular_share", "singular (P-RLD) share", 1.0),
+    ("hit_token_weighted", "P hit seen (token-w.)", 1.0),
+    ("trace_hit_token_weighted", "trace's own hit (token-w.)", 1.0),
+)
 
 
 def write_report(path: Path | str, title: str, results: Mapping[str, SimResult]) -> Path:
@@ -22,8 +45,31 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
     import plotly.graph_objects as go
     from plotly.offline import get_plotlyjs
 
-    figures: list[Any] = []
+    figures = [
+        _ttft_cdf(go, results),
+        _hit_bands(go, results),
+        _wan(go, results),
+        *_mix_and_rld(go, results),
+    ]
+    divs = "\n".join(
+        fig.to_html(full_html=False, include_plotlyjs=False, default_height="420px")
+        for fig in figures
+    )
+    table = _summary_table(results)
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
+        "</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{table}{divs}</body></html>"
+    )
+    out = Path(path)
+    out.write_text(page, encoding="utf-8")
+    return out
 
+
+def _ttft_cdf(go: Any, results: Mapping[str, SimResult]) -> Any:
     cdf = go.Figure()
     for policy, result in results.items():
         ttft = sorted(r.ttft_s for r in result.records if not r.rejected)
@@ -33,8 +79,10 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
         ys = [(i * step + 1) / n for i in range(len(xs))]
         cdf.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=policy))
     cdf.update_layout(title="TTFT CDF", xaxis_title="TTFT (s)", yaxis_title="share of requests")
-    figures.append(cdf)
+    return cdf
 
+
+def _hit_bands(go: Any, results: Mapping[str, SimResult]) -> Any:
     bands = go.Figure()
     for policy, result in results.items():
         rows = result.summary.hit_bands
@@ -66,8 +114,10 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
         barmode="group",
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
-    figures.append(bands)
+    return bands
 
+
+def _wan(go: Any, results: Mapping[str, SimResult]) -> Any:
     wan = go.Figure()
     for policy, result in results.items():
         if result.wan_series:
@@ -80,8 +130,10 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
                 )
             )
     wan.update_layout(title="WAN utilisation", xaxis_title="time (s)", yaxis_title="Gbps")
-    figures.append(wan)
+    return wan
 
+
+def _mix_and_rld(go: Any, results: Mapping[str, SimResult]) -> tuple[Any, Any]:
     mix = go.Figure()
     names = sorted({k for r in results.values() for k in r.summary.pipeline_mix})
     for name in names:
@@ -95,31 +147,12 @@ def write_report(path: Path | str, title: str, results: Mapping[str, SimResult])
     share_axis = {"range": [0, 1], "tickformat": ".0%"}
     mix.update_layout(title="Pipeline mix", barmode="stack",
                       yaxis={"title": "share of requests", **share_axis})  # fmt: skip
-    figures.append(mix)
-
     rld = go.Figure(
         go.Bar(x=list(results), y=[r.summary.rld_token_share for r in results.values()])
     )
     rld.update_layout(title="Share of output tokens decoded on RLD",
                       yaxis={"title": "share", **share_axis})  # fmt: skip
-    figures.append(rld)
-
-    divs = "\n".join(
-        fig.to_html(full_html=False, include_plotlyjs=False, default_height="420px")
-        for fig in figures
-    )
-    table = _summary_table(results)
-    page = (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script>"
-        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
-        "</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>{table}{divs}</body></html>"
-    )
-    out = Path(path)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return mix, rld
 
 
 def _num(value: float) -> float | None:
@@ -128,11 +161,9 @@ def _num(value: float) -> float | None:
 
 def _summary_table(results: Mapping[str, SimResult]) -> str:
     """The compared figures, labelled with their units as ``pdd compare`` prints them."""
-    from pdd_core.cli.simulate import ROWS
-
     head = "".join(f"<th>{html.escape(p)}</th>" for p in results)
     rows = []
-    for key, label, scale in ROWS:
+    for key, label, scale in COMPARE_ROWS:
         cells = "".join(
             f"<td>{_cell(r.summary.compare_dict()[key], scale)}</td>" for r in results.values()
         )

@@ -16,7 +16,7 @@ import math
 from typing import Literal, NamedTuple
 
 from pdd_core.collectives import ACTIVATION_BYTES, AllReduce, alltoall_time
-from pdd_core.pipeline import decode_pass, prefill_pass, stage_links
+from pdd_core.pipeline import StageLinks, decode_pass, prefill_pass, stage_links
 from pdd_core.specs import Attention, ChipSpec, InstanceShape, ModelSpec
 from pdd_core.specs.shape import kv_bytes_per_token_per_chip
 from pdd_core.tuples import new_tuple
@@ -172,16 +172,7 @@ class Roofline:
         elementwise = (
             rank_tokens * model.hidden_size * ACTIVATION_BYTES * ELEMENTWISE_VECTORS_PER_LAYER
         ) * stage_layers
-        # Weight bytes one chip streams for the micro-batch in its stage: dense/attention
-        # weights shard over ``tp x pp``; routed experts over the stage's ``tp x dp`` chips and
-        # ``pp``, and only the experts the micro-batch touches are read
-        # (``footprint.touched_experts``). For ``tp = pp = dp = 1``: ``active_weight_bytes``.
-        touched = 0.0
-        if self._experts:
-            touched = self._experts * (1.0 - self._miss_per_token ** max(mb_tokens, 1.0))
-        weights = self._dense_per_chip + self._per_expert * touched / self._expert_chips
-        weight_bytes = weights * model.weight_bytes_per_param
-        bytes_per_chip = weight_bytes + kv_per_chip + elementwise
+        bytes_per_chip = self._weight_bytes(mb_tokens) + kv_per_chip + elementwise
         memory_s = bytes_per_chip / self._memory_rate
         # ``max(compute_s, memory_s)``, once (a comparison with ``max``'s result).
         peak_s = memory_s if memory_s > compute_s else compute_s
@@ -199,12 +190,9 @@ class Roofline:
         stage_s = peak_s + comm_s + overhead_s
         periods, handoff_s, fill_s, slowest_s = 1, 0.0, 0.0, 0.0
         if self._links is not None:
-            # ``pipeline``: the periods and hand-offs of the pass through ``pp`` stages.
-            total_s, slowest_s = self._links.handoff_s(mb_tokens, model.hidden_size)
-            if prefill:
-                periods, handoff_s, fill_s = prefill_pass(micro, pp, stage_s, total_s, slowest_s)
-            else:
-                periods, handoff_s, fill_s = decode_pass(pp, slowest_s)
+            periods, handoff_s, fill_s, slowest_s = self._through_stages(
+                self._links, mb_tokens, micro, stage_s, prefill=prefill
+            )
         bound: Bound = "compute"
         if memory_s > compute_s:
             bound = "memory"
@@ -224,6 +212,30 @@ class Roofline:
                 fill_s,
             ),
         )
+
+    def _weight_bytes(self, mb_tokens: float) -> float:
+        """Weight bytes one chip streams for a micro-batch of ``mb_tokens`` in its stage:
+        dense/attention weights shard over ``tp x pp``; routed experts over the stage's
+        ``tp x dp`` chips and ``pp``, and only the experts the micro-batch touches are read
+        (``footprint.touched_experts``). For ``tp = pp = dp = 1``: ``active_weight_bytes``."""
+        touched = 0.0
+        if self._experts:
+            touched = self._experts * (1.0 - self._miss_per_token ** max(mb_tokens, 1.0))
+        weights = self._dense_per_chip + self._per_expert * touched / self._expert_chips
+        return weights * self.model.weight_bytes_per_param
+
+    def _through_stages(
+        self, links: StageLinks, mb_tokens: float, micro: int, stage_s: float, *, prefill: bool
+    ) -> tuple[int, float, float, float]:
+        """``pipeline``: the periods and hand-offs of a pass through ``pp`` stages of
+        ``stage_s`` each, its fill time, and the slowest stage's hand-off."""
+        pp = self.shape.pp
+        total_s, slowest_s = links.handoff_s(mb_tokens, self.model.hidden_size)
+        if prefill:
+            periods, handoff_s, fill_s = prefill_pass(micro, pp, stage_s, total_s, slowest_s)
+        else:
+            periods, handoff_s, fill_s = decode_pass(pp, slowest_s)
+        return periods, handoff_s, fill_s, slowest_s
 
 
 # Rooflines by the identity of their specs: hashing the frozen specs costs more than a pass.

@@ -20,6 +20,7 @@ from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from pdd_core.metrics import hit_ratio
 from pdd_core.specs import SLA
 
 
@@ -137,7 +138,7 @@ class PipelineDecision(NamedTuple):
 def is_singular(features: RouteFeatures, table: RoutingTable) -> bool:
     """Ultra-long input, ultra-short output, low hit: the traffic of DOMAIN.md section 4 that
     would saturate the line for almost no decode work."""
-    hit = features.hit_tokens_p / features.input_tokens if features.input_tokens else 0.0
+    hit = hit_ratio(features.hit_tokens_p, features.input_tokens)
     return (
         features.input_tokens >= table.singular_min_input_tokens
         and features.predicted_output_tokens < table.singular_max_output_tokens
@@ -145,13 +146,19 @@ def is_singular(features: RouteFeatures, table: RoutingTable) -> bool:
     )
 
 
+# ``choose_pipeline``'s three answers, built once (they are immutable, and it runs per request).
+_SINGULAR = PipelineDecision(Pipeline.P_RLD, "singular: long input, short output, low hit")
+_WITHIN_BUDGET = PipelineDecision(Pipeline.P_MD, "predicted WAN transfer within budget")
+_OVER_BUDGET = PipelineDecision(Pipeline.P_RLD_MD, "predicted WAN transfer over budget: relay")
+
+
 def choose_pipeline(features: RouteFeatures, table: RoutingTable) -> PipelineDecision:
     """DOMAIN.md section 6: singular -> P-RLD; transfer within budget -> P-MD; else P-RLD-MD."""
     if is_singular(features, table):
-        return PipelineDecision(Pipeline.P_RLD, "singular: long input, short output, low hit")
+        return _SINGULAR
     if features.wan_transfer_s <= table.transfer_budget_s:
-        return PipelineDecision(Pipeline.P_MD, "predicted WAN transfer within budget")
-    return PipelineDecision(Pipeline.P_RLD_MD, "predicted WAN transfer over budget: relay")
+        return _WITHIN_BUDGET
+    return _OVER_BUDGET
 
 
 def choose_handoff_mode(

@@ -11,13 +11,24 @@ agentic generator's parameters). Every error names the offending key, e.g.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from pdd_core.routing import RoutingTable
-from pdd_core.sim import DEFAULT_PRICES, Policy, SimConfig, SimResult, policy_topology, simulate
+from pdd_core.sim import (
+    DEFAULT_PRICES,
+    Policy,
+    RecordSink,
+    SimConfig,
+    SimResult,
+    StreamResult,
+    policy_topology,
+    simulate,
+    simulate_stream,
+)
+from pdd_core.sim.stream import DEFAULT_WINDOW_S
 from pdd_core.specs import (
     SLA,
     PriceBook,
@@ -32,9 +43,11 @@ from pdd_core.workload import (
     AgenticWorkload,
     FixedWorkload,
     Request,
+    SessionStream,
     generate_agentic,
     generate_fixed,
     read_trace,
+    stream_agentic,
 )
 
 TOP_LEVEL = frozenset(
@@ -93,6 +106,15 @@ class WorkloadSpec:
             loaded = [replace(r, arrival_s=r.arrival_s * self.time_scale) for r in loaded]
         return loaded
 
+    def stream(self) -> SessionStream | list[Request]:
+        """``requests()``, streamed where the workload allows: generated agentic sessions come
+        as a ``SessionStream`` holding only the sessions under way (not with ``max_requests``,
+        whose cut would split sessions); traces and fixed requests come as their list."""
+        if self.trace is not None or self.fixed is not None or self.max_requests is not None:
+            return self.requests()
+        stream = stream_agentic(self.generator or AgenticWorkload(), seed=self.seed)
+        return stream.shaped(self.time_scale)
+
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
@@ -127,23 +149,43 @@ class Scenario:
             self.topology_for(policy),
             policy,
             requests,
-            model_id=self.model_id,
-            sla=self.sla,
-            table=self.table,
             config=config or self.config,
-            prices=self.prices,
             progress=progress,
+            **self._settings(),
         )
+
+    def run_stream(
+        self,
+        policy: Policy | str,
+        requests: Iterable[Request],
+        *,
+        progress: Callable[[int], None] | None = None,
+        window_s: float = DEFAULT_WINDOW_S,
+        records: RecordSink | None = None,
+    ) -> StreamResult:
+        """``run`` for a long workload (``WorkloadSpec.stream``): records are folded as they
+        come (``pdd_core.sim.simulate_stream``), and passed to ``records`` when given."""
+        return simulate_stream(
+            self.topology_for(policy),
+            policy,
+            requests,
+            config=self.config,
+            progress=progress,
+            window_s=window_s,
+            records=records,
+            **self._settings(),
+        )
+
+    def _settings(self) -> dict[str, Any]:
+        """What every run of this scenario passes the simulator, whatever the policy."""
+        return {"model_id": self.model_id, "sla": self.sla, "table": self.table,
+                "prices": self.prices}  # fmt: skip
 
 
 def load_scenario(path: Path | str, *, trace: Path | str | None = None) -> Scenario:
     """Read and validate a scenario file; ``trace`` overrides its workload with a trace file."""
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path.name}: not valid TOML ({exc})") from None
+    raw = read_toml(path)
     try:
         return scenario_from_dict(raw, base_dir=path.parent, trace=trace)
     except ShapeError as exc:
@@ -152,13 +194,24 @@ def load_scenario(path: Path | str, *, trace: Path | str | None = None) -> Scena
         raise ValueError(f"{path.name}: {exc}") from None
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables; a syntax error names the file."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path.name}: not valid TOML ({exc})") from None
+
+
 def scenario_from_dict(
     raw: Mapping[str, Any], *, base_dir: Path = Path("."), trace: Path | str | None = None
 ) -> Scenario:
     """Build a ``Scenario`` from parsed TOML (see the module docstring for the tables)."""
-    _no_unknown("", raw, TOP_LEVEL)
-    head = _table(raw, "scenario")
-    _no_unknown("scenario", head, frozenset({"name", "description", "model", "seed", "rld_mode"}))
+    no_unknown_keys("", raw, TOP_LEVEL)
+    head = table_of(raw, "scenario")
+    no_unknown_keys(
+        "scenario", head, frozenset({"name", "description", "model", "seed", "rld_mode"})
+    )
     model_id = head.get("model")
     models = load_models()
     if model_id not in models:
@@ -166,8 +219,8 @@ def scenario_from_dict(
     chips = load_chips()
     sites = raw.get("sites", [])
     links = raw.get("links", [])
-    baseline_raw = _table(raw, "baseline")
-    _no_unknown("baseline", baseline_raw, frozenset({"pools"}))
+    baseline_raw = table_of(raw, "baseline")
+    no_unknown_keys("baseline", baseline_raw, frozenset({"pools"}))
     baseline = _topology(
         "baseline.pools",
         sites,
@@ -191,26 +244,26 @@ def scenario_from_dict(
             f"[scenario] rld_mode: must be pool or shared-with-prefill, got {head['rld_mode']!r}"
         ) from None
     seed = head.get("seed", 0)
-    workload = _workload(_table(raw, "workload"), base_dir, trace, seed)
+    workload = _workload(table_of(raw, "workload"), base_dir, trace, seed)
     return Scenario(
         name=str(head.get("name", "")),
         description=str(head.get("description", "")),
         model_id=str(model_id),
         pdd=pdd,
         baseline=baseline,
-        sla=_build("sla", SLA, _table(raw, "sla")),
-        prices=_build("prices", PriceBook, _table(raw, "prices"), DEFAULT_PRICES),
-        table=_build("routing", RoutingTable, _table(raw, "routing")),
+        sla=build_table("sla", SLA, table_of(raw, "sla")),
+        prices=build_table("prices", PriceBook, table_of(raw, "prices"), DEFAULT_PRICES),
+        table=build_table("routing", RoutingTable, table_of(raw, "routing")),
         config=engine_config(raw, closed_loop_default=workload.closed_loop_default),
         workload=workload,
-        planner=dict(_table(raw, "planner")),
+        planner=dict(table_of(raw, "planner")),
     )
 
 
 def _workload(
     raw: Mapping[str, Any], base_dir: Path, trace: Path | str | None, seed: int
 ) -> WorkloadSpec:
-    _no_unknown(
+    no_unknown_keys(
         "workload",
         raw,
         frozenset({"trace", "generator", "fixed", "seed", "time_scale", "max_requests"}),
@@ -230,12 +283,12 @@ def _workload(
         table = raw["fixed"]
         if not isinstance(table, Mapping):
             raise ValueError("[workload.fixed] must be a table")
-        fixed = _build("workload.fixed", FixedWorkload, table)
+        fixed = build_table("workload.fixed", FixedWorkload, table)
     elif trace_path is None:
         gen = raw.get("generator", {})
         if not isinstance(gen, Mapping):
             raise ValueError("[workload.generator] must be a table")
-        generator = _build("workload.generator", AgenticWorkload, gen)
+        generator = build_table("workload.generator", AgenticWorkload, gen)
     scale = raw.get("time_scale", 1.0)
     if not isinstance(scale, int | float) or scale <= 0:
         raise ValueError(f"[workload] time_scale: must be positive, got {scale!r}")
@@ -268,7 +321,7 @@ def _topology(
     for index, pool in enumerate(pools):
         if not isinstance(pool, Mapping):
             raise ValueError(f"[[{key}]] #{index + 1}: must be a table")
-        _no_unknown(
+        no_unknown_keys(
             f"{key} #{index + 1}",
             pool,
             frozenset(
@@ -312,34 +365,34 @@ def engine_config(raw: Mapping[str, Any], *, closed_loop_default: bool | None = 
     ``closed_loop`` defaults to ``closed_loop_default``, or when that is None to the scenario's
     own workload (``WorkloadSpec.closed_loop_default``: generated sessions closed loop, a trace
     or fixed requests open loop)."""
-    engine = dict(_table(raw, "engine"))
-    engine.setdefault("seed", _table(raw, "scenario").get("seed", 0))
+    engine = dict(table_of(raw, "engine"))
+    engine.setdefault("seed", table_of(raw, "scenario").get("seed", 0))
     if closed_loop_default is None:
-        workload = _table(raw, "workload")
+        workload = table_of(raw, "workload")
         closed_loop_default = "trace" not in workload and "fixed" not in workload
     engine.setdefault("closed_loop", closed_loop_default)
-    built: SimConfig = _build("engine", SimConfig, engine)
+    built: SimConfig = build_table("engine", SimConfig, engine)
     return built
 
 
-def _table(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def table_of(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = raw.get(key, {})
     if not isinstance(value, Mapping):
         raise ValueError(f"[{key}] must be a table")
     return value
 
 
-def _no_unknown(section: str, raw: Mapping[str, Any], known: frozenset[str]) -> None:
+def no_unknown_keys(section: str, raw: Mapping[str, Any], known: frozenset[str]) -> None:
     unknown = sorted(set(raw) - known)
     if unknown:
         where = f"[{section}] " if section else ""
         raise ValueError(f"{where}unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
 
 
-def _build(section: str, cls: type[Any], raw: Mapping[str, Any], default: Any = None) -> Any:
+def build_table(section: str, cls: type[Any], raw: Mapping[str, Any], default: Any = None) -> Any:
     if not raw and default is not None:
         return default
-    _no_unknown(section, raw, frozenset(f.name for f in fields(cls)))
+    no_unknown_keys(section, raw, frozenset(f.name for f in fields(cls)))
     try:
         return cls(**raw)
     except (TypeError, ValueError) as exc:

@@ -29,6 +29,8 @@ Protocol assumptions, stated once:
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -136,6 +138,46 @@ def slow_start_extra_s(
     return extra
 
 
+@lru_cache(maxsize=256)
+def _slow_start_rounds(
+    share_bytes_per_s: float, rtt_s: float, initial_window_bytes: float
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``slow_start_extra_s``'s rounds at one share, laid out once: before each round that
+    fits under the bandwidth-delay product, the bytes a transfer must exceed to pay it
+    (``sent + window``), and the extra seconds after each number of rounds (0 first).
+
+    The same float operations in the same order as the loop, so a lookup gives its bits.
+    """
+    bdp = share_bytes_per_s * rtt_s
+    window = initial_window_bytes
+    sent = 0.0
+    extra = 0.0
+    thresholds: list[float] = []
+    extras = [extra]
+    while window < bdp:
+        thresholds.append(sent + window)
+        extra += rtt_s - window / share_bytes_per_s
+        extras.append(extra)
+        sent += window
+        window *= 2.0
+    return tuple(thresholds), tuple(extras)
+
+
+def slow_start_extra_at_line_s(
+    nbytes: float, bytes_per_s: float, rtt_s: float, initial_window_bytes: float
+) -> float:
+    """``slow_start_extra_s`` for callers whose share is a line's fixed rate (the router's
+    predictor, several times per request): the rounds are computed once per line and a
+    transfer's are found by bisection, with the loop's exact result. A jittered share takes
+    a new value per transfer and goes through the loop instead."""
+    if initial_window_bytes <= 0 or rtt_s <= 0 or nbytes <= 0 or bytes_per_s <= 0:
+        return 0.0
+    thresholds, extras = _slow_start_rounds(bytes_per_s, rtt_s, initial_window_bytes)
+    # The loop pays round i while ``sent + window < nbytes``; the thresholds increase, so
+    # the rounds paid are those below ``nbytes``.
+    return extras[bisect_left(thresholds, nbytes)]
+
+
 def slow_start_extra_array(
     nbytes: np.ndarray, share_bytes_per_s: float, rtt_s: float, initial_window_bytes: float
 ) -> np.ndarray:
@@ -175,7 +217,7 @@ def ideal_transfer_s(
     # Without a window slow start adds 0.0 (its own first check), so the call is skipped:
     # the router's predictor runs this several times per request.
     extra = (
-        slow_start_extra_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
+        slow_start_extra_at_line_s(nbytes, bytes_per_s, rtt_s, initial_window_bytes)
         if initial_window_bytes > 0
         else 0.0
     )

@@ -1,7 +1,8 @@
 """A real ``manage.py run_demo`` in a process group of its own, for the tests that drive it.
 
-On the embedded defaults (SQLite and in-memory channels under its own ``PDD_DATA_DIR``), on the
-README's ports 8000 and 8001 unless something already listens there (then two free ones).
+On the embedded defaults (SQLite and in-memory channels under its own ``PDD_DATA_DIR``), on two
+free ports the system hands out (never the README's 8000 and 8001, which a developer's own demo
+or another test may hold or take meanwhile); ``bash`` rewrites the README's addresses to them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,31 +19,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_server import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable  # the README's `.venv/bin/python`: this run's interpreter (3.11 or 3.12)
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class Demo:
     def __init__(self, data_dir: Path) -> None:
-        self.port, self.gateway_port = 8000, 8001
-        if not (_free(8000) and _free(8001)):
-            self.port, self.gateway_port = _free_port(), _free_port()
+        self.port = free_port()
+        self.gateway_port = free_port()
+        while self.gateway_port == self.port:
+            self.gateway_port = free_port()
         self.env = {**os.environ, "PDD_DATA_DIR": str(data_dir)}
         for name in ("DATABASE_URL", "REDIS_URL"):  # the embedded defaults, as a newcomer has
             self.env.pop(name, None)

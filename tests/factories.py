@@ -59,14 +59,17 @@ def pool(**kw: Any) -> InstancePool:
     return model_create(InstancePool, {**data, **kw})
 
 
-# --- billing -------------------------------------------------------------------------------
+# --- tenancy -------------------------------------------------------------------------------
 
 
 def tenant(**kw: Any) -> Any:
-    from controlplane.billing.models import Tenant
+    from controlplane.tenancy.models import Tenant
 
     n = next(_seq)
     return model_create(Tenant, {"slug": f"tenant-{n}", "name": f"Tenant {n}", **kw})
+
+
+# --- billing -------------------------------------------------------------------------------
 
 
 def key_prefix_for(tenant_slug: str) -> str:
@@ -102,7 +105,8 @@ def billable_tenant(**kw: Any) -> Any:
 def record_world(*tenants: str, models: tuple[str, ...] = ("model-x",)) -> dict[str, Any]:
     """What factory records need to be ingested: each tenant billable (get or create), and
     each model in the inventory. Returns the tenants by slug."""
-    from controlplane.billing.models import ApiKey, Tenant
+    from controlplane.billing.models import ApiKey
+    from controlplane.tenancy.models import Tenant
 
     for slug in models:
         if not ModelProfile.objects.filter(slug=slug).exists():

@@ -40,7 +40,7 @@ class ApiToken(models.Model):
     # A billing token bound to a tenant sees only that tenant's billing data. PROTECT: deleting
     # the tenant must not silently turn the token into one that sees every tenant.
     tenant = models.ForeignKey(
-        "billing.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     # An agent token is bound to the site its agents run in (always, see the constraints): an
     # agent cannot register (or be configured, or report) as another site's. PROTECT for the

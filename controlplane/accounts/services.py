@@ -17,8 +17,8 @@ from controlplane.core.consumers import CLOSE_UNAUTHENTICATED
 from pdd_core.keys import hash_key
 
 if TYPE_CHECKING:
-    from controlplane.billing.models import Tenant
     from controlplane.inventory.models import Site
+    from controlplane.tenancy.models import Tenant
 
 TOKEN_PREFIX = "pdd"
 # last_used_at is refreshed at most this often, so authentication is not a write per request.

@@ -1,12 +1,12 @@
-"""Admin for billing: tenants editable; price books, keys, usage and invoices read-only here,
-because their writes have rules only the services enforce (versions, hashing, issuing)."""
+"""Admin for billing: price books, keys, usage and invoices read-only here, because their writes
+have rules only the services enforce (versions, hashing, issuing). Tenants: ``tenancy.admin``."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest
 
-from controlplane.billing.models import ApiKey, Invoice, PriceBook, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, Invoice, PriceBook, UsageRecord
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -18,12 +18,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
         return False
-
-
-@admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin[Tenant]):
-    list_display = ("slug", "name", "currency", "is_active")
-    search_fields = ("slug", "name")
 
 
 @admin.register(PriceBook)

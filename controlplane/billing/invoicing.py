@@ -30,12 +30,12 @@ from controlplane.billing.models import (
     InvoiceLine,
     LineKind,
     PriceBook,
-    Tenant,
     UsageRecord,
 )
 from controlplane.billing.periods import Period, period_of
 from controlplane.billing.pricing import Prices, attainment_pct, line_amounts, total_of
 from controlplane.billing.selectors import USAGE_SUMS, invoice_get
+from controlplane.tenancy.models import Tenant
 
 
 @dataclass(frozen=True)

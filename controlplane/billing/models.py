@@ -1,5 +1,5 @@
-"""Billing: who is charged (Tenant, ApiKey), at what price (PriceBook), for what (UsageRecord),
-and what was billed (Invoice, InvoiceLine).
+"""Billing: how a tenant (``tenancy.Tenant``) is charged: its gateway keys (ApiKey), at what price
+(PriceBook), for what (UsageRecord), and what was billed (Invoice, InvoiceLine).
 
 Money is ``Decimal`` end to end; prices are per million tokens. Issued invoices and their lines
 are stored and never rewritten: usage arriving after a period was issued is billed as an
@@ -17,7 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from controlplane.core.models import RequestColumns
-from controlplane.inventory.models import CatalogEntry
+from controlplane.tenancy.models import Tenant, currency_validator
 
 
 def money_field(**kwargs: Any) -> models.DecimalField:  # type: ignore[type-arg]
@@ -25,16 +25,7 @@ def money_field(**kwargs: Any) -> models.DecimalField:  # type: ignore[type-arg]
     return models.DecimalField(max_digits=20, decimal_places=6, **kwargs)
 
 
-currency_validator = RegexValidator(r"^[A-Z]{3}$", "Use a three-letter ISO 4217 code, e.g. USD.")
 period_validator = RegexValidator(r"^\d{4}-(0[1-9]|1[0-2])$", "Use YYYY-MM.")
-
-
-class Tenant(CatalogEntry):
-    """A customer of the token factory; every request, key and invoice belongs to one."""
-
-    currency = models.CharField(max_length=3, default="USD", validators=[currency_validator])
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
 
 class ApiKey(models.Model):

@@ -11,7 +11,8 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMonth
 from django.utils import timezone
 
-from controlplane.billing.models import ApiKey, Invoice, PriceBook, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, Invoice, PriceBook, UsageRecord
+from controlplane.tenancy.models import Tenant
 
 _TRUNC = {"hour": TruncHour, "day": TruncDay, "month": TruncMonth}
 _DIMENSION_COLUMN = {

@@ -14,11 +14,12 @@ from django.db.models import Max
 from django.utils import timezone
 
 from controlplane.billing.invoicing import invoice_compute, unbilled_for
-from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, UsageRecord
 from controlplane.billing.periods import Period, period_of
 from controlplane.core.broadcast import config_changed
 from controlplane.core.exceptions import ConflictError
 from controlplane.core.services import model_create, model_update, validated_save
+from controlplane.tenancy.models import Tenant
 from pdd_core.keys import hash_key
 
 API_KEY_PREFIX = "tk"

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from controlplane.core.exceptions import ConflictError, DomainError
+from pdd_core.errors import PddError
 
 __all__ = ["ConflictError", "api_exception_handler", "envelope", "flatten_detail"]
 
@@ -71,9 +72,13 @@ def _from_django_validation(exc: DjangoValidationError) -> exceptions.Validation
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler producing the envelope; a service's domain error gets its status,
-    Django's ValidationError becomes a 400."""
+    Django's ValidationError becomes a 400, and so does a ``pdd_core`` error (``PddError``:
+    the library refused the input it was handed, a scenario or a document, with a message
+    naming the field)."""
     if isinstance(exc, DomainError):
         return Response(envelope(exc.status, exc.code, exc.message), status=exc.status)
+    if isinstance(exc, PddError):
+        return Response(envelope(400, "invalid", str(exc)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, DjangoValidationError):
         exc = _from_django_validation(exc)
     elif isinstance(exc, Http404):

@@ -9,6 +9,7 @@ class PlanningConfig(AppConfig):
     label = "planning"
 
     def ready(self) -> None:
+        from controlplane.planning import tasks  # noqa: F401  (registers the tasks queued by name)
         from controlplane.planning.selectors import active_plan_summary
         from controlplane.telemetry.integrations import provide_active_plan
 

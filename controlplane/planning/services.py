@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from controlplane.core.broadcast import CONFIG_GROUP, broadcast
 from controlplane.core.exceptions import ConflictError
-from controlplane.planning.jobs import job_failed, job_started
+from controlplane.planning.jobs import job_enqueue, job_failed, job_started
 from controlplane.planning.models import Plan, PlanStatus, WorkloadProfile, WorkloadSource
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.agent.desired import not_enacted_reason
@@ -37,6 +37,8 @@ from pdd_core.workload import Request, TraceFormatError, read_trace, trace_stats
 # Tokens per block hash of the traces the control plane stores (Mooncake's 512, and
 # ``requests_from_telemetry`` chains telemetry records in blocks of this size).
 STATS_BLOCK_SIZE = 512
+# A plan's job (``tasks.plan_compute_task``), queued by name: tasks import this module.
+PLAN_COMPUTE_TASK = "planning.plan_compute"
 
 
 def max_trace_bytes() -> int:
@@ -179,8 +181,6 @@ def plan_request(
     *, scenario: str, workload: WorkloadProfile | None = None, requested_by: str = ""
 ) -> Plan:
     """Create a queued plan with its inputs snapshot and queue its job once committed."""
-    from controlplane.planning.tasks import plan_compute_enqueue
-
     text = _scenario_path(scenario).read_text(encoding="utf-8")
     plan = Plan.objects.create(
         scenario=scenario,
@@ -193,7 +193,7 @@ def plan_request(
         requested_by=requested_by,
     )
     plan_id = plan.pk
-    transaction.on_commit(lambda: plan_compute_enqueue(plan_id))
+    transaction.on_commit(lambda: job_enqueue(Plan, plan_id, PLAN_COMPUTE_TASK))
     return plan
 
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from controlplane.planning.jobs import job_failed, job_started
+from controlplane.planning.jobs import job_enqueue, job_failed, job_started
 from controlplane.planning.models import PlanStatus, Sweep
 from controlplane.planning.selectors import SCENARIO_DIR, scenario_names
 from pdd_core.scenario import Scenario, scenario_from_dict
@@ -28,6 +28,8 @@ from pdd_core.sweep import SweepPoint, sweep_points
 # One task per point; a sweep larger than this is better split (each point is several
 # simulator runs, and a queue of thousands would starve plans behind it).
 MAX_POINTS = 64
+# A sweep's job (``tasks.sweep_run_task``), queued by name: tasks import this module.
+SWEEP_RUN_TASK = "planning.sweep_run"
 
 
 def _scenario(text: str) -> Scenario:
@@ -48,8 +50,6 @@ def sweep_request(
     Errors name the field: an unknown scenario, a repeated value, a WAN bandwidth for a scenario
     without a WAN link, more than ``MAX_POINTS`` points. Nothing is stored on an error.
     """
-    from controlplane.planning.tasks import sweep_run_enqueue
-
     known = scenario_names()
     unknown = [name for name in scenarios if name not in known]
     if unknown:
@@ -84,7 +84,7 @@ def sweep_request(
         requested_by=requested_by,
     )
     sweep_id = sweep.pk
-    transaction.on_commit(lambda: sweep_run_enqueue(sweep_id))
+    transaction.on_commit(lambda: job_enqueue(Sweep, sweep_id, SWEEP_RUN_TASK))
     return sweep
 
 

@@ -8,21 +8,21 @@ failure anywhere leaves a readable error on the plan instead of a stuck "running
 
 ``sweep_run_task(id)`` does the same for a capacity sweep: a chord of one ``sweep_point_task``
 per (scenario, WAN bandwidth, policy) point and ``sweep_finish_task`` to store the table.
+
+``fleet.fleet_part_task`` (imported here so the worker registers it) runs one task of a fleet
+plan's phases (``manage.py plan_fleet``).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from celery import chord, current_app, shared_task
-from django.db import connections
+from celery import chord, shared_task
 
 from controlplane.planning import services, sweep_services
-from controlplane.planning.jobs import Job, running_job
+from controlplane.planning.fleet import fleet_part_task  # noqa: F401 - registers the task
+from controlplane.planning.jobs import Job, job_error, running_job
 from controlplane.planning.models import Plan, PlanStatus, Sweep
 from pdd_core.planner import (
     design_from_dict,
@@ -34,8 +34,6 @@ from pdd_core.planner import (
 )
 from pdd_core.sweep import run_point
 
-logger = logging.getLogger(__name__)
-
 # Progress budget: search up to 20%, verifications share 20-80%, finishing to 100%.
 SEARCH_DONE = 20
 VERIFY_SHARE = 60
@@ -43,15 +41,8 @@ VERIFY_SHARE = 60
 Part = TypeVar("Part")
 
 
-def _failure(kind: str, job_id: int, exc: BaseException) -> str:
-    """Log the failure of a job and return the readable error it keeps (with the traceback's
-    last frames)."""
-    logger.exception("%s %s failed", kind, job_id)
-    return f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc(limit=4)}"
-
-
 def _fail(plan_id: int, exc: BaseException) -> None:
-    services.plan_failed(plan_id, _failure("plan", plan_id, exc))
+    services.plan_failed(plan_id, job_error("plan", plan_id, exc))
 
 
 def _reporter(plan_id: int, low: int, high: int) -> Any:
@@ -61,7 +52,7 @@ def _reporter(plan_id: int, low: int, high: int) -> Any:
     return report
 
 
-@shared_task(name="planning.plan_compute")
+@shared_task(name=services.PLAN_COMPUTE_TASK)
 def plan_compute_task(plan_id: int) -> str:
     """Start (or restart) a plan's job; a done plan is not recomputed."""
     plan = Plan.objects.filter(pk=plan_id).first()
@@ -155,49 +146,14 @@ def plan_finish_task(results: list[dict[str, Any] | None], plan_id: int) -> str:
     return _job_finish(Plan, plan_id, _fail, store)
 
 
-def plan_compute_enqueue(plan_id: int) -> None:
-    """Queue a plan's job so that the request asking for it answers 202 at once.
-
-    With a broker the job goes to a Celery worker. With eager Celery (the embedded defaults, no
-    worker) it runs on a background thread of this process instead of inside the request; the
-    thread closes its database connections when the job ends.
-    """
-    _enqueue(plan_compute_task, plan_id, _fail, f"plan-{plan_id}")
-
-
-def job_runner() -> str:
-    """Where queued jobs run, in words for pages (``_enqueue`` decides it the same way)."""
-    if current_app.conf.task_always_eager:
-        return "on a background thread of the web server (no Celery worker is configured)"
-    return "on a Celery worker"
-
-
-def _enqueue(task: Any, job_id: int, fail: Any, name: str) -> None:
-    if not current_app.conf.task_always_eager:
-        task.delay(job_id)
-        return
-    threading.Thread(
-        target=_run_in_thread, args=(task, job_id, fail), name=name, daemon=True
-    ).start()
-
-
-def _run_in_thread(task: Any, job_id: int, fail: Any) -> None:
-    try:
-        task.delay(job_id)
-    except Exception as exc:  # the thread's last resort: the job records it, never "running"
-        fail(job_id, exc)
-    finally:
-        connections.close_all()
-
-
 # Sweeps: one task per (scenario, WAN bandwidth, policy) point, gathered by a chord.
 
 
 def _sweep_fail(sweep_id: int, exc: BaseException) -> None:
-    sweep_services.sweep_failed(sweep_id, _failure("sweep", sweep_id, exc))
+    sweep_services.sweep_failed(sweep_id, job_error("sweep", sweep_id, exc))
 
 
-@shared_task(name="planning.sweep_run")
+@shared_task(name=sweep_services.SWEEP_RUN_TASK)
 def sweep_run_task(sweep_id: int) -> str:
     """Start (or restart) a sweep: a chord of one ``sweep_point_task`` per point; a done sweep
     is not recomputed."""
@@ -242,8 +198,3 @@ def sweep_finish_task(rows: list[dict[str, Any] | None], sweep_id: int) -> str:
         return True
 
     return _job_finish(Sweep, sweep_id, _sweep_fail, store)
-
-
-def sweep_run_enqueue(sweep_id: int) -> None:
-    """Queue a sweep's job (a worker, or a background thread under eager Celery)."""
-    _enqueue(sweep_run_task, sweep_id, _sweep_fail, f"sweep-{sweep_id}")

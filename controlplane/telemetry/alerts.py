@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from controlplane.core.dispatch import task_delay
 from controlplane.telemetry.dead_letters import dead_letters_in
 from controlplane.telemetry.models import (
     Alert,
@@ -44,6 +45,8 @@ from controlplane.telemetry.staging import rollups_flush
 from controlplane.telemetry.summary import summarize
 
 log = logging.getLogger(__name__)
+# The delivery task (``tasks.alert_webhook_send_task``), queued by name: tasks import this module.
+WEBHOOK_SEND_TASK = "controlplane.telemetry.tasks.alert_webhook_send_task"
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,6 @@ def alert_json(alert: Alert) -> dict[str, Any]:
 
 def _announce(alert: Alert, event: str) -> None:
     from controlplane.telemetry.live import alert_publish
-    from controlplane.telemetry.tasks import alert_webhook_send_task
 
     payload = {**alert_json(alert), "event": event}
     transaction.on_commit(lambda: alert_publish(payload))
@@ -109,7 +111,7 @@ def _announce(alert: Alert, event: str) -> None:
 
         def send() -> None:
             try:
-                alert_webhook_send_task.delay(alert_id, event)
+                task_delay(WEBHOOK_SEND_TASK, alert_id, event)
             except Exception:  # an unreachable receiver must not fail the evaluation
                 log.exception("alert webhook for alert %s failed", alert_id)
 

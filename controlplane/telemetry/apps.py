@@ -9,4 +9,5 @@ class TelemetryConfig(AppConfig):
     label = "telemetry"
 
     def ready(self) -> None:
-        from controlplane.telemetry import schema  # noqa: F401  (registers the OpenAPI extension)
+        # Registers the OpenAPI extension; and the Celery tasks, which services queue by name.
+        from controlplane.telemetry import schema, tasks  # noqa: F401

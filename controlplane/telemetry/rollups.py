@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from controlplane.telemetry import sketch
 from controlplane.telemetry.models import RollupScope, TelemetryRollup
-from pdd_core.metrics import hit_band_index
+from pdd_core.metrics import hit_band_index, hit_ratio
 
 WINDOWS: tuple[int, ...] = (5, 60)
 CUMULATIVE = 0
@@ -80,9 +80,7 @@ class Delta:
         for name in ("input_tokens", "hit_tokens", "output_tokens", "wan_bytes", "rld_tokens",
                      "md_tokens"):  # fmt: skip
             c[name] = sum([r[name] for r in served])  # ints: the parsers give nothing else
-        # As pdd_core.metrics.request_weighted_hit: no input counts as a zero hit.
-        ratios = [r["hit_tokens"] / r["input_tokens"] if r["input_tokens"] > 0 else 0.0
-                  for r in served]  # fmt: skip
+        ratios = [hit_ratio(r["hit_tokens"], r["input_tokens"]) for r in served]
         s["hit_ratio_sum"] = sum(ratios)
         s["revenue"] = sum([revenue_of(r) for r in served])
         m["hit_bands"] = {str(band): n for band, n in Counter(map(hit_band_index, ratios)).items()}

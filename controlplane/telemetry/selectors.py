@@ -233,6 +233,18 @@ def sla_lines() -> dict[str, float]:
     return lines | ruled
 
 
+def gateway_sla() -> dict[str, float]:
+    """The per-request targets pushed to gateways (``agents.config``), from ``sla_lines``, so a
+    request is billed as within the SLA by the thresholds the charts draw and the alerts
+    judge: ``SLA`` field names in seconds. A P99 target a rule set below its P90 one can never
+    bind, and ``pdd_core.specs.SLA`` refuses it, so it is raised to the P90 target."""
+    lines = sla_lines()
+    ttft = lines["ttft_p90"], max(lines["ttft_p99"], lines["ttft_p90"])
+    tpot = lines["tpot_p90"], max(lines["tpot_p99"], lines["tpot_p90"])
+    return {"ttft_p90_s": ttft[0], "ttft_p99_s": ttft[1], "tpot_p90_s": tpot[0],
+            "tpot_p99_s": tpot[1]}  # fmt: skip
+
+
 def alert_list(*, state: str | None = None) -> QuerySet[Alert]:
     qs = Alert.objects.select_related("rule")
     return qs.filter(state=state) if state else qs

@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.accounts.models import ApiToken
-from controlplane.billing.models import ApiKey, Tenant
+from controlplane.billing.models import ApiKey
 from controlplane.billing.selectors import HeldKey, held_keys
 from controlplane.inventory.selectors import model_specs
 from controlplane.telemetry.bounds import (
@@ -41,6 +41,7 @@ from controlplane.telemetry.partitions import day_of, partitions_ensure
 from controlplane.telemetry.staging import rollups_flush_after_ingest, rollups_stage
 from controlplane.telemetry.validation import records_parse
 from controlplane.telemetry.writes import RECORD_FIELDS, keys_claim, records_write, usage_write
+from controlplane.tenancy.models import Tenant
 
 MAX_BATCH = 1000
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from controlplane.telemetry.alerts import alerts_evaluate, webhook_request
+from controlplane.telemetry.alerts import WEBHOOK_SEND_TASK, alerts_evaluate, webhook_request
 from controlplane.telemetry.models import (
     Alert,
     DeadLetter,
@@ -70,6 +70,7 @@ def telemetry_prune_task() -> dict[str, int]:
 
 
 @shared_task(
+    name=WEBHOOK_SEND_TASK,
     bind=True,
     autoretry_for=(urllib.error.URLError, TimeoutError, ConnectionError),
     retry_backoff=True,

@@ -30,16 +30,14 @@ from django.utils import timezone
 from controlplane.accounts.models import ApiToken
 from controlplane.billing.models import UsageRecord
 from controlplane.telemetry.models import RequestKey, RequestRecord
+from pdd_core import records
 
 Record = Mapping[str, Any]
 Key = tuple[str, str]
-# The columns a record keeps from its report (a repeat must match them all), in table order.
-RECORD_FIELDS = (
-    "tenant", "api_key_prefix", "model", "site", "pipeline", "arrival_time", "finish_time",
-    "input_tokens", "hit_tokens", "miss_tokens", "output_tokens", "ttft_s", "tpot_s",
-    "wan_bytes", "handoff_mode", "rld_tokens", "md_tokens", "sla_met", "rejected",
-    "config_version",
-)  # fmt: skip
+# The columns a record keeps from its report (a repeat must match them all), in table order:
+# the data plane's record (pdd_core.records) less its key's request_id, which the row's
+# RequestKey holds.
+RECORD_FIELDS = tuple(name for name in records.RECORD_FIELDS if name != "request_id")
 _KEY_NAMES = ("site", "request_id", "finish_time")
 USAGE_FIELDS = (
     "request_id", "tenant", "model", "site", "pipeline", "time", "miss_tokens", "hit_tokens",

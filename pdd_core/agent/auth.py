@@ -43,13 +43,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pdd_core.errors import PddError
+
 SECRET_ENV = "PDD_PLANE_SECRET_FILE"
 PLANE_SECRET = "PDD_PLANE_SECRET"  # the secret itself (SECRET_ENV names a file holding it)
 WAN_TOKEN = "PDD_WAN_TOKEN"  # the WAN line's control token (or a file: PDD_WAN_TOKEN_FILE)
 MAX_SKEW_S = 60.0
 
 
-class AuthError(Exception):
+class AuthError(PddError):
     """A handshake that does not prove the plane's secret."""
 
 

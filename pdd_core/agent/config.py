@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pdd_core.errors import PddError
 from pdd_core.routing import RoutingTable
 from pdd_core.specs import SLA, InstanceShape, ShapeError, check_shape, load_chips, load_models
 from pdd_core.transfer import IW10_BYTES
@@ -40,7 +41,7 @@ class ProcessRole(StrEnum):
 ROLES = tuple(r.value for r in ProcessRole if r is not ProcessRole.WAN)
 
 
-class ConfigError(ValueError):
+class ConfigError(PddError, ValueError):
     """The configuration file is malformed; the message names the field."""
 
 
@@ -79,7 +80,7 @@ class WanSpec:
     Its control endpoint's token is no part of the file: it is a secret of the plane
     (``PDD_WAN_TOKEN_FILE`` or ``PDD_WAN_TOKEN``, which ``pdd up`` generates per plane), and
     there is no default. ``initial_window_bytes`` is the TCP window a connection across it
-    starts from (``agent.wan_link``) in real bytes (the line scales it by the engine's
+    starts from (``agent.wan.link``) in real bytes (the line scales it by the engine's
     ``payload_scale``, as the KV it carries), RFC 6928's by default as in the simulator; 0 keeps
     every connection warm. ``bandwidth_gbps`` is the emulated wire's, in its own bytes."""
 

@@ -29,6 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from pdd_core.agent.config import ProcessRole
+from pdd_core.errors import PddError
 from pdd_core.specs import InstanceShape, Role
 
 
@@ -74,7 +75,7 @@ MAX_SHAPE = 1024
 MAX_POOL_KEY = 100
 
 
-class DesiredStateError(ValueError):
+class DesiredStateError(PddError, ValueError):
     """A desired-state document (or a pool key) is malformed; the message names the field."""
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pdd_core.agent.control import RecordSource
+from pdd_core.agent.shipper import RecordSource
 
 
 class Journal:

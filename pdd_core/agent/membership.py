@@ -1,15 +1,14 @@
 """Every process of a plane follows the plane's membership in its configuration file.
 
-A site's reconciler (``pdd up``'s supervisor, ``agent.reconcile``) starts and stops agents while
-the plane serves: it rewrites the file every process was started from (atomically: a new file
-renamed over the old one) with the agents it added, the state of each (``config.AGENT_STATES``)
-and the WAN routes of new agents across the line. Each process polls the file's signature every
-``MEMBERS_EVERY_S`` and, when the agents or routes changed, hands the new membership to its
-role's ``update_members``: the gateway opens links to new agents and stops routing to draining
-ones, P and RLD resolve new peers, the WAN line opens the new routes. Only the membership
-changes: a gateway's routing table and keys from the control plane stay as they were. A file
-that does not parse (a hand edit) is logged once and ignored until it changes again.
-"""
+A site's reconciler (``pdd up``'s supervisor, ``agent.supervisor.reconcile``) starts and stops
+agents while the plane serves: it rewrites the file every process was started from (atomically: a
+new file renamed over the old one) with the agents it added, the state of each
+(``config.AGENT_STATES``) and the WAN routes of new agents across the line. Each process polls the
+file's signature every ``MEMBERS_EVERY_S`` and, when the agents or routes changed, hands the new
+membership to its role's ``update_members``: the gateway opens links to new agents and stops routing
+to draining ones, P and RLD resolve new peers, the WAN line opens the new routes. Only the
+membership changes: a gateway's routing table and keys from the control plane stay as they were. A
+file that does not parse (a hand edit) is logged once and ignored until it changes again."""
 
 from __future__ import annotations
 

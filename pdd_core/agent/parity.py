@@ -36,7 +36,7 @@ from pdd_core.agent.hostload import Sched
 from pdd_core.agent.replay import Result, replay
 from pdd_core.metrics import percentile
 from pdd_core.scenario import Scenario
-from pdd_core.sim.records import RequestRecord
+from pdd_core.sim.records import SimulatedRequest
 from pdd_core.specs.core import LinkKind, Role
 from pdd_core.workload.request import Request
 
@@ -139,7 +139,7 @@ def _side(ttfts: Sequence[float], tpots: Sequence[float], pipelines: Sequence[st
     )
 
 
-def simulated(records: Sequence[RequestRecord]) -> Side:
+def simulated(records: Sequence[SimulatedRequest]) -> Side:
     served = [r for r in records if not r.rejected]
     return _side(
         [r.ttft_s for r in served],
@@ -209,7 +209,7 @@ MILESTONES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
-def timeline(record: RequestRecord, result: Result, marks: dict[str, float]) -> str:
+def timeline(record: SimulatedRequest, result: Result, marks: dict[str, float]) -> str:
     """One request's milestones, seconds after the client sent it, simulated beside live.
 
     The simulator has no HTTP, tokenizer or frames: its rows are the queue, the prefill, the
@@ -232,7 +232,7 @@ def timeline(record: RequestRecord, result: Result, marks: dict[str, float]) -> 
 
 def traced(
     requests: Sequence[Request],
-    records: Sequence[RequestRecord],
+    records: Sequence[SimulatedRequest],
     results: Sequence[Result],
     logs: Sequence[Path],
 ) -> str:
@@ -261,7 +261,7 @@ def run_live(
     """Start the scenario's live plane, replay ``requests`` at native size, stop it; the
     results, and how long the plane's and this client's threads waited for a CPU meanwhile
     (``hostload``; None where the kernel does not say)."""
-    from pdd_core.agent.supervisor import DataPlane
+    from pdd_core.agent.supervisor.plane import DataPlane
 
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "topology.json"

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from pdd_core.errors import PddError
+
 MAGIC = b"PDDW"
 VERSION = 1
 HEADER = struct.Struct("!4sBBHHI")
@@ -51,7 +53,7 @@ KV_BLOCK_HEADER = struct.Struct("!QII")
 TOKEN_ID = struct.Struct("!I")
 
 
-class ProtocolError(Exception):
+class ProtocolError(PddError):
     """A frame is malformed, too large, of an unknown version or type, or not expected here."""
 
 

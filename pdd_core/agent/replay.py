@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pdd_core.agent.gateway_types import PddUsage
+from pdd_core.agent.gateway.types import PddUsage
 from pdd_core.engine.tokenizer import bpe
 from pdd_core.metrics import percentile
 from pdd_core.workload.request import Request
@@ -150,6 +150,116 @@ class Summary:
         return "\n".join(lines)
 
 
+@dataclass(slots=True)
+class _Stream:
+    """What the client has seen of one streaming completion so far (a timeout reports it)."""
+
+    started: float  # ``perf_counter`` when the request was sent
+    sent_at: float  # the same moment in unix time
+    responded: bool = False  # the status line said 200
+    request_id: str = ""
+    first: float | None = None  # ``perf_counter`` of the first and the last token
+    last: float = 0.0
+    count: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    done: bool = False  # [DONE] arrived
+    finish: Any = None
+    error: str = ""
+
+    async def read(self, reader: asyncio.StreamReader) -> None:
+        """Take the server-sent events up to ``[DONE]`` or the end of the stream."""
+        while line := await reader.readline():
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                self.done = True
+                return
+            event = json.loads(data)
+            self.request_id = self.request_id or str(event.get("id", ""))
+            if "error" in event:
+                self.error = str(event["error"].get("message", "error"))
+                continue
+            if event.get("usage"):
+                self.usage = event["usage"]
+            for choice in event.get("choices", []):
+                self.finish = choice.get("finish_reason") or self.finish
+                if choice.get("token_ids"):
+                    now = time.perf_counter()
+                    self.first = self.first or now
+                    self.last = now
+                    self.count += len(choice["token_ids"])
+
+    def incomplete(self, max_tokens: Any) -> str:
+        """Why the answer is not whole and accounted for ("" when it is): a request is a
+        success only if all of it arrived."""
+        count, usage, finish = self.count, self.usage, self.finish
+        if self.error:
+            return self.error
+        if not self.done:
+            return "stream ended before [DONE]"
+        if finish not in ("stop", "length"):
+            return f"no finish_reason (got {finish!r})"
+        if count != usage.get("completion_tokens", count):
+            return f"{count} tokens streamed, usage says {usage.get('completion_tokens')}"
+        if finish == "length" and count < max_tokens:
+            return f"stream stopped at {count} of {max_tokens} tokens"
+        return ""
+
+    def success(self, status: int, headers: dict[str, str]) -> Result:
+        """The result of a whole answer: its times, and what its usage says."""
+        first, count = self.first, self.count
+        ttft = None if first is None else first - self.started
+        tpot = (self.last - first) / (count - 1) if first is not None and count > 1 else None
+        details = self.usage.get("prompt_tokens_details") or {}
+        pdd = self.usage.get("pdd") or {}
+        return Result(
+            True,
+            status=status,
+            ttft_s=ttft,
+            tpot_s=tpot,
+            # The usage names the pipeline that served it; a stream's header left before
+            # the check at the end of the prefill (a relayed P-MD route reads P-MD there).
+            pipeline=str(pdd.get("pipeline") or headers.get("x-pdd-pipeline", "")),
+            cached_tokens=int(details.get("cached_tokens", 0)),
+            prompt_tokens=int(self.usage.get("prompt_tokens", 0)),
+            output_tokens=count,
+            pdd=PddUsage.from_dict(pdd),
+            request_id=self.request_id,
+            sent_at=self.sent_at,
+        )
+
+    def failure(self, error: str, **fields: Any) -> Result:
+        """A failed result with what is known of the request."""
+        return Result(False, error=error, request_id=self.request_id, sent_at=self.sent_at,
+                      **fields)  # fmt: skip
+
+
+async def _post(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str, api_key: str,
+    payload: bytes,
+) -> int:  # fmt: skip
+    """Send the completion request to ``host``; returns the response's status."""
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {api_key}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    writer.write(head.encode() + payload)
+    await writer.drain()
+    status_line = await reader.readline()
+    return int(status_line.split()[1])
+
+
+async def _read_headers(reader: asyncio.StreamReader) -> dict[str, str]:
+    """The response's headers, by lower-case name."""
+    headers: dict[str, str] = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return headers
+
+
 async def stream_completion(
     url: str, api_key: str, body: dict[str, Any], timeout_s: float
 ) -> Result:
@@ -158,31 +268,14 @@ async def stream_completion(
     payload = json.dumps(body).encode()
     sent_at = time.time()
     started = time.perf_counter()
-    first: float | None = None
-    request_id = ""
-    last = started
-    count = 0
-    usage: dict[str, Any] = {}
-    responded = False
+    stream = _Stream(started, sent_at, last=started)
 
     async def run() -> Result:
-        nonlocal first, last, count, usage, responded, request_id
         reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
         try:
-            head = (
-                f"POST /v1/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                f"Authorization: Bearer {api_key}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\n\r\n"
-            )
-            writer.write(head.encode() + payload)
-            await writer.drain()
-            status_line = await reader.readline()
-            status = int(status_line.split()[1])
-            responded = status == 200
-            headers: dict[str, str] = {}
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = line.decode().partition(":")
-                headers[name.strip().lower()] = value.strip()
+            status = await _post(reader, writer, parts.netloc, api_key, payload)
+            stream.responded = status == 200
+            headers = await _read_headers(reader)
             if status != 200:
                 text = (await reader.read()).decode(errors="replace")
                 return Result(
@@ -190,70 +283,20 @@ async def stream_completion(
                     retry_after=headers.get("retry-after", ""),
                     request_id=headers.get("x-pdd-request-id", ""), sent_at=sent_at,
                 )  # fmt: skip
-            error, done, finish = "", False, None
-            while line := await reader.readline():
-                if not line.startswith(b"data: "):
-                    continue
-                data = line[6:].strip()
-                if data == b"[DONE]":
-                    done = True
-                    break
-                event = json.loads(data)
-                request_id = request_id or str(event.get("id", ""))
-                if "error" in event:
-                    error = str(event["error"].get("message", "error"))
-                    continue
-                if event.get("usage"):
-                    usage = event["usage"]
-                for choice in event.get("choices", []):
-                    finish = choice.get("finish_reason") or finish
-                    if choice.get("token_ids"):
-                        now = time.perf_counter()
-                        first = first or now
-                        last = now
-                        count += len(choice["token_ids"])
-            # A request is a success only if the whole answer arrived, accounted for.
-            if not error and not done:
-                error = "stream ended before [DONE]"
-            if not error and finish not in ("stop", "length"):
-                error = f"no finish_reason (got {finish!r})"
-            if not error and count != usage.get("completion_tokens", count):
-                error = f"{count} tokens streamed, usage says {usage.get('completion_tokens')}"
-            if not error and finish == "length" and count < body.get("max_tokens", count):
-                error = f"stream stopped at {count} of {body.get('max_tokens')} tokens"
+            await stream.read(reader)
+            error = stream.incomplete(body.get("max_tokens", stream.count))
             if error:
-                return Result(False, error=error, status=status, mid_stream=True,
-                              request_id=request_id, sent_at=sent_at)  # fmt: skip
-            ttft = None if first is None else first - started
-            tpot = (last - first) / (count - 1) if first is not None and count > 1 else None
-            details = usage.get("prompt_tokens_details") or {}
-            pdd = usage.get("pdd") or {}
-            return Result(
-                True,
-                status=status,
-                ttft_s=ttft,
-                tpot_s=tpot,
-                # The usage names the pipeline that served it; a stream's header left before
-                # the check at the end of the prefill (a relayed P-MD route reads P-MD there).
-                pipeline=str(pdd.get("pipeline") or headers.get("x-pdd-pipeline", "")),
-                cached_tokens=int(details.get("cached_tokens", 0)),
-                prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                output_tokens=count,
-                pdd=PddUsage.from_dict(pdd),
-                request_id=request_id,
-                sent_at=sent_at,
-            )
+                return stream.failure(error, status=status, mid_stream=True)
+            return stream.success(status, headers)
         finally:
             writer.close()
 
     try:
         return await asyncio.wait_for(run(), timeout_s)
     except TimeoutError:
-        return Result(False, error="client timeout", mid_stream=responded,
-                      request_id=request_id, sent_at=sent_at)  # fmt: skip
+        return stream.failure("client timeout", mid_stream=stream.responded)
     except (OSError, ValueError, IndexError) as exc:
-        return Result(False, error=f"{type(exc).__name__}: {exc}", mid_stream=responded,
-                      request_id=request_id, sent_at=sent_at)  # fmt: skip
+        return stream.failure(f"{type(exc).__name__}: {exc}", mid_stream=stream.responded)
 
 
 async def replay(

@@ -45,8 +45,8 @@ async def start_role(
     if role == "wan":
         return await start_wan(config)
     if role == "gateway":
-        from pdd_core.agent.gateway import Gateway
-        from pdd_core.agent.gateway_api import GatewayApi
+        from pdd_core.agent.gateway.api import GatewayApi
+        from pdd_core.agent.gateway.server import Gateway
 
         gateway = Gateway(config, agent_id)
         if joined:
@@ -58,15 +58,15 @@ async def start_role(
         return gateway, f"http://{host}:{port}"
     agent: Any
     if role == "prefill":
-        from pdd_core.agent.prefill import PrefillAgent
+        from pdd_core.agent.prefill.agent import PrefillAgent
 
         agent = PrefillAgent(config, agent_id)
     elif role == "relay":
-        from pdd_core.agent.relay import RelayAgent
+        from pdd_core.agent.decode.relay import RelayAgent
 
         agent = RelayAgent(config, agent_id)
     elif role == "main":
-        from pdd_core.agent.main_decode import MainDecodeAgent
+        from pdd_core.agent.decode.main import MainDecodeAgent
 
         agent = MainDecodeAgent(config, agent_id)
     else:
@@ -78,8 +78,8 @@ async def start_role(
 
 async def start_wan(config: DataPlaneConfig) -> tuple[Any, str]:
     """One shaped line between the sites, with a route for every agent across it."""
-    from pdd_core.agent.wan import LineSettings, WanEmulator
-    from pdd_core.agent.wan_control import ControlServer
+    from pdd_core.agent.wan.control import ControlServer
+    from pdd_core.agent.wan.emulator import LineSettings, WanEmulator
 
     wan = config.wan
     window = config.wan_window_wire_bytes
@@ -147,13 +147,9 @@ def control_tasks(
     """The coroutines that join this process to the control plane (link; shipper for gateway),
     and its ``AgentLink``."""
     from pdd_core import __version__
-    from pdd_core.agent.control import (
-        AgentIdentity,
-        AgentLink,
-        ControlPlaneClient,
-        ReportShipper,
-    )
+    from pdd_core.agent.control import AgentIdentity, AgentLink, ControlPlaneClient
     from pdd_core.agent.journal import JournalSource
+    from pdd_core.agent.shipper import ReportShipper
 
     gateway_site = config.of_role("gateway")[0].site
     site = gateway_site if role == "wan" else config.agent(agent_id).site
@@ -191,7 +187,8 @@ def control_tasks(
         return [link.run(), ship()], link
 
     async def acknowledge(version: int, document: Mapping[str, Any]) -> None:
-        # The pools a plan gives are the site reconciler's to enact (``agent.reconcile``).
+        # The pools a plan gives are the site reconciler's to enact
+        # (``agent.supervisor.reconcile``).
         log.info("config %s acknowledged", version)
 
     def stats() -> dict[str, Any]:
@@ -264,6 +261,12 @@ def run_process(
                                                             members)))  # fmt: skip
         print(f"ready {role} {agent_id} {address}", flush=True)
         await stop.wait()
+        # Already stopping: a second SIGTERM (the supervisor's, and the parent-death signal
+        # when the thread that spawned this process ends) must neither kill the shutdown nor
+        # reach asyncio's wakeup pipe once the loop has closed it (a BrokenPipeError traceback).
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_IGN)
         if link is not None:
             await last_heartbeat(link, next((a.pool for a in obj.config.agents
                                              if a.id == agent_id), ""))  # fmt: skip

@@ -163,43 +163,11 @@ async def serve_frames(
             first = await asyncio.wait_for(read_frame(reader), HELLO_TIMEOUT_S)
             if first is None or first.type is not FrameType.HELLO:
                 raise ProtocolError("first frame must be HELLO")
-            try:
-                auth.check_hello(first.body, me=me.body)
-                if tls is not None:
-                    check_peer(writer.get_extra_info("peercert"), str(first.body.get("agent_id")),
-                               str(first.body.get("role")))  # fmt: skip
-            except AuthError as exc:
-                peer = writer.get_extra_info("peername")
-                log.warning(
-                    "refused HELLO from %s (role %r, agent %r): %s",
-                    peer, first.body.get("role"), first.body.get("agent_id"), exc,
-                )  # fmt: skip
-                refusal = {"code": "unauthenticated", "message": str(exc)}
-                writer.write(encode_frame(control(FrameType.ERROR, "", refusal)))
-                with contextlib.suppress(OSError):
-                    await asyncio.wait_for(writer.drain(), 1.0)
+            if not await _admitted(first, writer, me=me, auth=auth, tls=tls):
                 return
             conn = Conn(reader, writer, dict(first.body))
             await conn.send(control(FrameType.HELLO_ACK, "", auth.ack(me.body, first.body)))
-            while True:
-                frame = await read_frame(reader)
-                if frame is None:
-                    break
-                try:
-                    await handler(conn, frame)
-                except ProtocolError:
-                    raise
-                except ConnectionError as exc:
-                    if not conn.closed:  # another connection's failure: the handler's to own
-                        log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
-                        continue
-                    # This very peer left while its frame was answered (a gateway that stops
-                    # mid-PING): the connection is over, not a handler bug.
-                    log.info("%s left while %s %s was answered: %s",
-                             conn.peer_id, frame.type.name, frame.request_id, exc)  # fmt: skip
-                    break
-                except Exception:
-                    log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
+            await _feed(conn, handler)
         except (ProtocolError, TimeoutError) as exc:
             log.warning("closing connection: %r", exc)
         except (ConnectionError, OSError):
@@ -220,6 +188,61 @@ async def serve_frames(
     if tls is not None:
         return await serve_tls(accept, host, port, tls, limit=READ_LIMIT, timeout_s=HELLO_TIMEOUT_S)
     return await asyncio.start_server(accept, host, port, limit=READ_LIMIT)
+
+
+async def _admitted(
+    hello: Frame,
+    writer: asyncio.StreamWriter,
+    *,
+    me: Frame,
+    auth: PlaneAuth,
+    tls: ssl.SSLContext | None,
+) -> bool:
+    """Whether a HELLO proves the plane's secret, is meant for this agent and (with ``tls``)
+    claims the agent and role its certificate names; a refused one is logged with the peer's
+    address and answered ``ERROR{code: unauthenticated}``."""
+    try:
+        auth.check_hello(hello.body, me=me.body)
+        if tls is not None:
+            check_peer(writer.get_extra_info("peercert"), str(hello.body.get("agent_id")),
+                       str(hello.body.get("role")))  # fmt: skip
+    except AuthError as exc:
+        peer = writer.get_extra_info("peername")
+        log.warning(
+            "refused HELLO from %s (role %r, agent %r): %s",
+            peer, hello.body.get("role"), hello.body.get("agent_id"), exc,
+        )  # fmt: skip
+        refusal = {"code": "unauthenticated", "message": str(exc)}
+        writer.write(encode_frame(control(FrameType.ERROR, "", refusal)))
+        with contextlib.suppress(OSError):
+            await asyncio.wait_for(writer.drain(), 1.0)
+        return False
+    return True
+
+
+async def _feed(conn: Conn, handler: FrameHandler) -> None:
+    """Every frame of an accepted connection to ``handler`` until the peer leaves: a
+    ``ProtocolError`` ends the connection, a handler's failure on one frame is logged and the
+    next frame goes on, and a handler that failed because this very peer left ends it."""
+    while True:
+        frame = await read_frame(conn.reader)
+        if frame is None:
+            return
+        try:
+            await handler(conn, frame)
+        except ProtocolError:
+            raise
+        except ConnectionError as exc:
+            if not conn.closed:  # another connection's failure: the handler's to own
+                log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
+                continue
+            # This very peer left while its frame was answered (a gateway that stops
+            # mid-PING): the connection is over, not a handler bug.
+            log.info("%s left while %s %s was answered: %s",
+                     conn.peer_id, frame.type.name, frame.request_id, exc)  # fmt: skip
+            return
+        except Exception:
+            log.exception("handler failed on %s %s", frame.type.name, frame.request_id)
 
 
 class PeerLink:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from pdd_core import __version__
+from pdd_core.errors import PddError
 
 
 def verb_modules() -> list[str]:
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         code: int = args.func(args)
-    except (ValueError, OSError) as exc:
+    except (PddError, ValueError, OSError) as exc:
         print(f"pdd: error: {exc}", file=sys.stderr)
         return 2
     return code

@@ -18,14 +18,14 @@ from pdd_core.planner import Plan, inputs_from_scenario, make_plan
 from pdd_core.planner.evidence import workloads
 from pdd_core.scenario import Scenario
 from pdd_core.sim.measure import MeasuredCapacity, Window, measure_capacity
-from pdd_core.sim.records import RequestRecord
+from pdd_core.sim.records import SimulatedRequest
 from pdd_core.workload import Request
 
 HAND_WRITTEN = ("pdd", "same-dc", "colocated")
 
 
 def _hand_written(scenario: Scenario, policy: str, loads: Sequence[Window]) -> MeasuredCapacity:
-    def run(load: list[Request]) -> Sequence[RequestRecord]:
+    def run(load: list[Request]) -> Sequence[SimulatedRequest]:
         return scenario.run(policy, load).records
 
     cost = scenario.topology_for(policy).cost_per_hour()

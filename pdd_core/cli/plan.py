@@ -32,6 +32,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument("--out", help="also write DIR/plan.json")
     parser.add_argument("--trace", help="plan for this trace instead of the scenario's workload")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="a fleet file ([fleet] table): worker processes its tasks fan out over",
+    )
     parser.set_defaults(func=run_plan)
 
 
@@ -54,6 +60,8 @@ def run_plan(args: argparse.Namespace) -> int:
     from pdd_core.planner import inputs_from_scenario, make_plan
     from pdd_core.scenario import load_scenario
 
+    if _is_fleet_file(args.scenario):
+        return _run_fleet(args)
     started = time.perf_counter()
     scenario = load_scenario(args.scenario, trace=args.trace)
     outcome = make_plan(inputs_from_scenario(scenario), _progress_bar())
@@ -71,6 +79,36 @@ def run_plan(args: argparse.Namespace) -> int:
         if args.out:
             print(f"wrote {Path(args.out) / 'plan.json'}")
     return 0 if payload["feasible"] else 1
+
+
+def _is_fleet_file(path: str) -> bool:
+    from pdd_core.fleet import is_fleet
+    from pdd_core.scenario import read_toml
+
+    try:
+        return is_fleet(read_toml(Path(path)))
+    except (OSError, ValueError):
+        return False  # the scenario loader says what is wrong with it
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    """A fleet file: ``pdd_core.fleet.plan_fleet`` over ``--workers`` processes."""
+    from pdd_core.fleet import load_fleet, plan_fleet, process_map
+    from pdd_core.fleet.report import render_fleet
+
+    if args.trace:
+        raise ValueError(
+            "--trace: a fleet generates its own day; give a scenario to replay a trace"
+        )
+    load_fleet(args.scenario)  # every error in the file before any worker starts
+    payload = plan_fleet(args.scenario, process_map(args.workers))
+    payload["workers"] = args.workers
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(payload, indent=2) if args.json else render_fleet(payload))
+    return 0 if all(d.get("fleet") for d in payload["demands"]) else 1
 
 
 def _num(value: Any, scale: float = 1.0, digits: int = 3) -> str:

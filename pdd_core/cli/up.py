@@ -1,7 +1,7 @@
 """``pdd up``: a whole data plane on this machine, from one topology file, until Ctrl-C.
 
 Starts the gateway, the prefill and relay agents of site A, the main-decode agents of site B
-and the WAN emulator between the sites (``pdd_core.agent.supervisor``), prints the gateway URL
+and the WAN emulator between the sites (``pdd_core.agent.supervisor.plane``), prints the gateway URL
 and a fresh API key of the ``demo`` tenant, restarts a child that dies (with backoff, saying
 so on its output), and stops every child on Ctrl-C or SIGTERM.
 
@@ -12,7 +12,7 @@ site; ``pdd up`` emulates both sites on one machine), or ``--token-file PATH`` n
 readable by its owner only with one ``[SITE=]TOKEN`` per line. Without ``--control-plane``
 the plane runs standalone.
 
-Joined to a control plane, one reconciler per site (``agent.reconcile``) polls the site's
+Joined to a control plane, one reconciler per site (``agent.supervisor.reconcile``) polls the site's
 desired state (``GET /api/v1/sites/{slug}/desired/``, with that site's token) and starts,
 drains and stops agents to match the active plan; ``--desired FILE`` reads it from a file
 instead (a plane without a control plane).
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     import threading
 
-    from pdd_core.agent.reconcile import control_plane_source, file_source
-    from pdd_core.agent.supervisor import DataPlane
+    from pdd_core.agent.supervisor.plane import DataPlane
+    from pdd_core.agent.supervisor.reconcile import control_plane_source, file_source
 
     try:
         tokens = parse_tokens(read_tokens(args.token_file))

@@ -1,8 +1,8 @@
 """``pdd wan``: run the WAN link emulator between two data-plane agents.
 
 The cross-site hop of a one-machine demo goes through this proxy so transfer times follow the
-configured line (``pdd_core.agent.wan``); ``--control`` opens the endpoint that degrades or cuts
-the line at run time and reports byte counters (``pdd_core.agent.wan_control``).
+configured line (``pdd_core.agent.wan.emulator``); ``--control`` opens the endpoint that
+degrades or cuts the line at run time and reports byte counters (``pdd_core.agent.wan.control``).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     from pdd_core.agent.auth import WAN_TOKEN, AuthError, secret_from_env
     from pdd_core.agent.run import LOG_FORMAT
-    from pdd_core.agent.wan import LineSettings, WanEmulator
-    from pdd_core.agent.wan_control import ControlServer
+    from pdd_core.agent.wan.control import ControlServer
+    from pdd_core.agent.wan.emulator import LineSettings, WanEmulator
 
     settings = LineSettings(
         args.bandwidth_gbps, args.rtt_ms, args.jitter_ms, args.initial_window_bytes

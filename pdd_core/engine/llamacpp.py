@@ -27,7 +27,6 @@ of ``pdd_core`` works without the package.
 from __future__ import annotations
 
 import ctypes
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,7 +38,7 @@ import numpy as np
 
 from pdd_core.engine import llamacpp_state as state_format
 from pdd_core.engine.llamacpp_config import KV_TYPES, LlamaCppSettings, settings_from_mapping
-from pdd_core.engine.llamacpp_vocab import is_byte_vocabulary
+from pdd_core.engine.llamacpp_lib import ensure_source, is_byte_vocabulary, library
 from pdd_core.engine.protocol import (
     DecodeState,
     EngineError,
@@ -53,11 +52,7 @@ from pdd_core.engine.protocol import (
     generate,
 )
 
-log = logging.getLogger(__name__)
 _TYPE_NAMES = {v: k for k, v in KV_TYPES.items()}
-_LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
-_init_lock = threading.Lock()
-_initialised: list[Any] = []  # the log callback, kept alive while the library may call it
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -74,24 +69,6 @@ def _serialized(
 
     locked.__doc__ = method.__doc__
     return locked
-
-
-def _library() -> Any:
-    """The ``llama_cpp`` module, initialised once per process with its logs routed to ours."""
-    import llama_cpp
-
-    with _init_lock:
-        if not _initialised:
-
-            def forward(level: int, text: bytes | None, _user: Any) -> None:
-                if level == _LOG_ERROR and text:
-                    log.warning("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
-
-            callback = llama_cpp.llama_log_callback(forward)
-            llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
-            llama_cpp.llama_backend_init()
-            _initialised.append(callback)
-    return llama_cpp
 
 
 class LlamaKV(SequenceKV):
@@ -114,7 +91,7 @@ class LlamaCppEngine:
             raise EngineError(f"gguf: no file at {settings.gguf!r}")
         self.settings = settings
         self.block_size = block_size
-        self._lib = lib = _library()
+        self._lib = lib = library()
         model_params = lib.llama_model_default_params()
         self._model = lib.llama_model_load_from_file(settings.gguf.encode(), model_params)
         if not self._model:
@@ -355,16 +332,6 @@ def engine_from_spec(raw: Mapping[str, Any], block_size: int) -> LlamaCppEngine:
     settings = settings_from_mapping(raw)
     ensure_source(settings)
     return LlamaCppEngine(settings, block_size)
-
-
-def ensure_source(settings: LlamaCppSettings) -> None:
-    """Write the GGUF file from the seeded ``TinyTransformer`` if ``gguf_source`` says so and it
-    is missing: ``"tiny"`` with the byte vocabulary, ``"tiny-bpe"`` with the shipped BPE."""
-    if settings.gguf_source:
-        from pdd_core.engine.gguf_export import ensure_tiny
-
-        vocab = "bpe" if settings.gguf_source == "tiny-bpe" else "byte"
-        ensure_tiny(settings.gguf, vocab=vocab)
 
 
 @contextmanager

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from pdd_core.errors import PddError
+
 U8 = NDArray[np.uint8]
 _META = np.dtype([("pos", "<i4"), ("n_seq", "<u4"), ("seq", "<i4")])
 MAGIC = 0xAF143CD8  # llama-context.cpp ``io_magic`` of per-sequence state
 
 
-class StateFormatError(ValueError):
+class StateFormatError(PddError, ValueError):
     """The bytes are not a single-stream, single-sequence llama.cpp KV state of this version."""
 
 

@@ -20,30 +20,12 @@ import ctypes
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pdd_core.engine.llamacpp_config import settings_from_mapping
+from pdd_core.engine.llamacpp_lib import ensure_source, is_byte_vocabulary, library
 from pdd_core.engine.protocol import EngineError
-from pdd_core.engine.tokenizer import (
-    BOS,
-    BYTE_VALUES,
-    EOS,
-    VOCAB_SIZE,
-    ByteTokenizer,
-    StreamDecoder,
-    TextTokenizer,
-)
+from pdd_core.engine.tokenizer import EOS, ByteTokenizer, StreamDecoder, TextTokenizer
 
 _PIECE_BYTES = 256
-
-
-def is_byte_vocabulary(lib: Any, vocab: Any) -> bool:
-    """Whether a llama.cpp vocabulary's ids mean ``ByteTokenizer``'s: bytes 0-255, BOS, EOS."""
-    if int(lib.llama_vocab_n_tokens(vocab)) != VOCAB_SIZE:
-        return False
-    text = lib.llama_vocab_get_text
-    return bool(
-        all(text(vocab, i) == f"<0x{i:02X}>".encode() for i in range(BYTE_VALUES))
-        and int(lib.llama_vocab_bos(vocab)) == BOS
-        and int(lib.llama_vocab_eos(vocab)) == EOS
-    )
 
 
 class _GgufStream:
@@ -63,9 +45,7 @@ class GgufTokenizer:
     """A GGUF file's vocabulary through llama.cpp (see the module docstring)."""
 
     def __init__(self, path: str) -> None:
-        from pdd_core.engine.llamacpp import _library
-
-        self._lib = lib = _library()
+        self._lib = lib = library()
         params = lib.llama_model_default_params()
         params.vocab_only = True
         self._model = lib.llama_model_load_from_file(path.encode(), params)
@@ -117,9 +97,6 @@ def gguf_tokenizer(raw: Mapping[str, Any]) -> tuple[TextTokenizer, int]:
 
     With ``gguf_source: "tiny"`` the file is written first if it is missing, as the agents do.
     """
-    from pdd_core.engine.llamacpp import ensure_source
-    from pdd_core.engine.llamacpp_config import settings_from_mapping
-
     settings = settings_from_mapping(raw)
     ensure_source(settings)
     tokenizer = GgufTokenizer(settings.gguf)

@@ -30,6 +30,8 @@ from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from pdd_core.errors import PddError
+
 ROOT_HASH = 0
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -88,7 +90,7 @@ class KVBlock:
     data: bytes
 
 
-class EngineError(ValueError):
+class EngineError(PddError, ValueError):
     """An engine was given KV it cannot use: a broken hash chain, a foreign or malformed block."""
 
 

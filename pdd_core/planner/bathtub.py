@@ -38,12 +38,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-
 from pdd_core.planner.capacity import Evaluator
 from pdd_core.planner.design import Design
 from pdd_core.planner.inputs import PlannerInputs
+from pdd_core.planner.judge import revenue_per_request
 from pdd_core.planner.profile import WorkloadProfile
+from pdd_core.planner.search import size_design
+from pdd_core.planner.stages import evaluate
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,33 +120,10 @@ def bathtub_point(
     cost = design.cost(ev.chips)
     local = ev if profile is ev.profile else ev.for_profile(profile)
 
-    def meets(factor: float) -> bool:
-        return local.evaluate(design, profile.scaled(factor)).meets_sla
-
-    lo, hi = 0.0, 1.0
-    while meets(hi) and hi < 1024:
-        lo, hi = hi, hi * 2
-    if lo == 0.0 and not meets(1e-3):
-        hi = 0.0
-    for _ in range(14):
-        if hi <= 0:
-            break
-        mid = (lo + hi) / 2
-        if meets(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo = sla_factor(local, design, profile)
     rate = profile.rate_rps * lo
-    evaluation = local.evaluate(design, profile.scaled(max(lo, 1e-3)))
-    prices = ev.prices
-    revenue = float(
-        np.mean(
-            profile.miss_tokens * prices.miss_input_per_mtok
-            + profile.hit_tokens * prices.hit_input_per_mtok
-            + profile.output_tokens * prices.output_per_mtok
-        )
-        / 1e6
-    )
+    evaluation = evaluate(local, design, profile.scaled(max(lo, 1e-3)))
+    revenue = float(revenue_per_request(ev.prices, profile).mean())
     resized: tuple[float, float, float] | None = None
     other: tuple[float, float, float] | None = None
     best_other: tuple[float, str] | None = None
@@ -191,12 +169,33 @@ def bathtub_point(
     )
 
 
+def sla_factor(local: Evaluator, design: Design, profile: WorkloadProfile) -> float:
+    """The largest factor of ``profile``'s rate at which ``design`` meets the SLA analytically
+    (doubling, then 14 bisection steps); 0 when it misses even at a thousandth of it."""
+
+    def meets(factor: float) -> bool:
+        return evaluate(local, design, profile.scaled(factor)).meets_sla
+
+    lo, hi = 0.0, 1.0
+    while meets(hi) and hi < 1024:
+        lo, hi = hi, hi * 2
+    if lo == 0.0 and not meets(1e-3):
+        hi = 0.0
+    for _ in range(14):
+        if hi <= 0:
+            break
+        mid = (lo + hi) / 2
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def _resized(
     local: Evaluator, design: Design, inputs: PlannerInputs
 ) -> tuple[float, float, float] | None:
     """(cost, BCR, revenue per cost) of ``design``'s chips re-sized for ``local``'s profile."""
-    from pdd_core.planner.search import size_design
-
     skeleton = design
     for pool in design.pools:
         skeleton = skeleton.with_instances(pool.role, 1)

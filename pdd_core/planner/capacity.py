@@ -289,7 +289,7 @@ class Evaluator:
             seed=self.seed,
         )
 
-    def _same_samples(self, profile: WorkloadProfile) -> bool:
+    def same_samples(self, profile: WorkloadProfile) -> bool:
         """True when ``profile`` only differs in rate (``scaled``): the caches still apply."""
         mine = self.profile
         return (
@@ -297,19 +297,6 @@ class Evaluator:
             and profile.hit_tokens is mine.hit_tokens
             and profile.output_tokens is mine.output_tokens
         )
-
-    def evaluate(self, design: Design, profile: WorkloadProfile | None = None) -> Evaluation:
-        """The analytic verdict on ``design`` (see the module docstring for the model)."""
-        from pdd_core.planner.paced import paced_evaluation
-        from pdd_core.planner.stages import evaluate_design
-
-        p = profile or self.profile
-        if not self._same_samples(p):
-            return self.for_profile(p).evaluate(design)
-        if self.config.closed_loop:
-            # Sessions' turns wait for their answers: the rate offered is paced (``paced``).
-            return paced_evaluation(lambda q: evaluate_design(self, design, q), p, self.sla)
-        return evaluate_design(self, design, p)
 
     def draws(self, index: int) -> tuple[FloatArray, FloatArray]:
         return self._uniform[index], self._exponential[index]

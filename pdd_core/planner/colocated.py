@@ -42,6 +42,7 @@ from pdd_core.planner.capacity import (
     gg_wait,
 )
 from pdd_core.planner.design import Design
+from pdd_core.planner.judge import tpot_at, verdict
 from pdd_core.planner.profile import WorkloadProfile
 from pdd_core.routing import Pipeline
 from pdd_core.sim.steps import StepModel
@@ -104,7 +105,6 @@ def steady_state(
 
 def evaluate_colocated(ev: Evaluator, design: Design, p: WorkloadProfile) -> Evaluation:
     """The analytic verdict on an aggregated design (module docstring)."""
-    from pdd_core.planner.stages import tpot_at, verdict
 
     pool = design.prefill
     servers = max(pool.instances, 1)

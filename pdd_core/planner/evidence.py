@@ -12,15 +12,12 @@ replicates are paired across designs. This is the expensive part of a plan after
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 
 from pdd_core.planner.inputs import PlannerInputs
-from pdd_core.planner.verify import Verification, topology_of
-from pdd_core.sim import simulate
+from pdd_core.planner.verify import Verification, design_runner
 from pdd_core.sim.measure import MeasuredCapacity, Window, measure_capacity, trace_windows
-from pdd_core.sim.records import RequestRecord
-from pdd_core.workload import Request
 
 
 def workloads(inputs: PlannerInputs) -> list[Window]:
@@ -43,20 +40,7 @@ def measure(inputs: PlannerInputs, verification: Verification) -> MeasuredCapaci
     if not loads:
         return None
     design = verification.design
-    topology = topology_of(inputs, design)
-
-    def run(load: list[Request]) -> Sequence[RequestRecord]:
-        return simulate(
-            topology,
-            design.policy,
-            load,
-            model_id=inputs.model.id,
-            sla=inputs.sla,
-            table=design.table,
-            config=inputs.config,
-            prices=inputs.prices,
-        ).records
-
+    run = design_runner(inputs, design)
     return measure_capacity(
         run,
         [w.requests for w in loads],

@@ -26,6 +26,7 @@ import numpy as np
 from pdd_core.planner.capacity import MAX_UTILISATION, Constraint, Evaluation, Evaluator
 from pdd_core.planner.design import COLOCATED, Design
 from pdd_core.planner.inputs import PlannerInputs
+from pdd_core.planner.stages import evaluate
 from pdd_core.specs import SLA, Role
 
 # Counts enumerated on each side of a skeleton's analytic size, per role.
@@ -106,8 +107,6 @@ def family_front(
     ``cheapest`` is the family's cheapest analytically sized cost: members above ``COST_CAP``
     times it are left out (None keeps every count within the chip limits).
     """
-    from pdd_core.planner.search import fits
-
     cap = COST_CAP * cheapest if cheapest is not None else math.inf
     seen: set[Design] = set()
     members: list[Member] = []
@@ -117,9 +116,9 @@ def family_front(
                 continue
             seen.add(design)
             cost = design.cost(ev.chips)
-            if cost > cap or fits(inputs, design) is not None:
+            if cost > cap or inputs.over_limit(design) is not None:
                 continue
-            evaluation = ev.evaluate(design)
+            evaluation = evaluate(ev, design)
             if out_of_reach(ev, design, evaluation, inputs.sla):
                 continue
             members.append(Member(design, evaluation, margin(evaluation, inputs.sla)))

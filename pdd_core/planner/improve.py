@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pdd_core.planner.design import COLOCATED, Design, PoolChoice
 from pdd_core.planner.front import Member
 from pdd_core.planner.inputs import PlannerInputs
-from pdd_core.planner.search import fits, shape_key
+from pdd_core.planner.search import shape_key
 from pdd_core.planner.verify import Verification, fix_up, verify
 from pdd_core.specs import SLA, ChipSpec
 
@@ -137,7 +137,7 @@ def propose(
             and design.cost(chips) < ceiling - 1e-9
             and shape_key(design) not in stalled
             and not any(prunes(f, design, inputs.sla, closed_loop=closed) for f in failures)
-            and fits(inputs, design) is None
+            and inputs.over_limit(design) is None
         )
 
     # Hardware already failed (another chunk budget of the same chips) waits behind hardware

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pdd_core.planner.design import FAMILIES
+from pdd_core.planner.design import FAMILIES, Design
 from pdd_core.routing import RoutingTable
 from pdd_core.scenario import WorkloadSpec
 from pdd_core.sim import SimConfig
@@ -23,12 +23,19 @@ ALL_ROLES: tuple[Role, ...] = (Role.PREFILL, Role.RELAY_DECODE, Role.MAIN_DECODE
 
 @dataclass(frozen=True, slots=True)
 class CandidateChip:
-    """Up to ``max_chips`` chips of ``chip`` are available in ``site`` for ``roles``."""
+    """Up to ``max_chips`` chips of ``chip`` are available in ``site`` for ``roles``.
+
+    ``roles`` place PDD's pools; the one-site families (same-dc, aggregated) may use the chips
+    for both phases whatever the roles, so every family is searched on the same inventory,
+    unless ``one_site`` is False (a fleet's remote decode site, far from the demand's users,
+    where only PDD's main decode may run: ``pdd_core.fleet.demand``).
+    """
 
     site: str
     chip: str
     max_chips: int
     roles: tuple[Role, ...] = ALL_ROLES
+    one_site: bool = True
 
     def __post_init__(self) -> None:
         if self.max_chips < 1:
@@ -130,3 +137,15 @@ class PlannerInputs:
     def limit_for(self, chip: str) -> int:
         """The most chips of ``chip`` any one site offers (bounds a single instance's tp)."""
         return max((self.limit(c.site, chip) for c in self.candidates if c.chip == chip), default=0)
+
+    def over_limit(self, design: Design) -> str | None:
+        """Why ``design`` exceeds a site's chip limit, or None when it fits."""
+        used: dict[tuple[str, str], int] = {}
+        for pool in design.pools:
+            key = (pool.site, pool.chip)
+            used[key] = used.get(key, 0) + pool.chips
+        for (site, chip), chips in used.items():
+            limit = self.limit(site, chip)
+            if chips > limit:
+                return f"needs {chips} x {chip} in {site}, the limit is {limit}"
+        return None

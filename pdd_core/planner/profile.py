@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from pdd_core import metrics
 from pdd_core.workload import Request, replay_hits
 
 FloatArray = npt.NDArray[np.float64]
@@ -55,6 +56,7 @@ class WorkloadProfile:
 
     @property
     def hit_ratio(self) -> FloatArray:
+        """Each sampled request's ``metrics.hit_ratio``, vectorised (0 where no input)."""
         return np.divide(
             self.hit_tokens,
             self.input_tokens,
@@ -69,8 +71,7 @@ class WorkloadProfile:
 
     @property
     def token_hit(self) -> float:
-        total = float(self.input_tokens.sum())
-        return float(self.hit_tokens.sum()) / total if total > 0 else 0.0
+        return metrics.hit_ratio(float(self.hit_tokens.sum()), float(self.input_tokens.sum()))
 
     def with_mean_hit(self, target: float) -> WorkloadProfile:
         """The same requests with hit ratios ``h ** a`` whose request-weighted mean is ``target``.

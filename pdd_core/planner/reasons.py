@@ -21,17 +21,19 @@ from pdd_core.planner.capacity import (
     Evaluation,
     Evaluator,
 )
-from pdd_core.planner.design import COLOCATED, PDD, Design, PoolChoice
+from pdd_core.planner.design import COLOCATED, FAMILIES, FAMILY_NAMES, PDD, Design, PoolChoice
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.search import SearchResult
+from pdd_core.planner.stages import evaluate
 from pdd_core.planner.verify import Verification
 from pdd_core.specs import LinkKind, Role
+from pdd_core.units import BCR_UNIT, bcr_figure
 
 
 def _fewer(ev: Evaluator, design: Design, pool: PoolChoice) -> str:
     if pool.instances <= 1:
         return "it is the smallest count there is"
-    fewer = ev.evaluate(design.with_instances(pool.role, pool.instances - 1))
+    fewer = evaluate(ev, design.with_instances(pool.role, pool.instances - 1))
     if fewer.meets_sla:
         return (
             f"{pool.instances - 1} would meet the analytic model but the simulator needed "
@@ -107,7 +109,7 @@ def infeasible_problems(
             pool, key=lambda d: float(ev.prefill_service(d.prefill.chip, d.prefill.shape).mean())
         )
         _floor_problem(ev, fastest, problems, fixes)
-        for violation in ev.evaluate(fastest).violations:
+        for violation in evaluate(ev, fastest).violations:
             if violation.kind is Constraint.WAN and fastest.policy == PDD:
                 problems.append(f"{violation}: the WAN line cannot carry the miss KV.")
                 fixes.append("add WAN bandwidth, or raise the hit rate (larger prefix caches)")
@@ -139,7 +141,7 @@ def infeasible_problems(
 def _floor_problem(ev: Evaluator, fastest: Design, problems: list[str], fixes: list[str]) -> None:
     """The TTFT floor (every queue empty) of the fastest P, when it already misses the SLA."""
     sla = ev.sla
-    service = ev.evaluate(fastest).ttft_service
+    service = evaluate(ev, fastest).ttft_service
     chip, tp = fastest.prefill.chip, fastest.prefill.shape
     if service["p90"] <= sla.ttft_p90_s and service["p99"] <= sla.ttft_p99_s:
         return
@@ -255,3 +257,76 @@ def arrivals_sentence(inputs: PlannerInputs) -> str:
         "replays open loop); capacity is the rate the design achieved at the highest load "
         "that meets the SLA"
     )
+
+
+def recommended_sentence(
+    recommend: Sequence[str], chosen: Verification, cheapest: Verification, ev: Evaluator
+) -> str:
+    """What the recommendation was chosen among, when the deployment runs fewer families than
+    the search compares (``PlannerSettings.recommend``); empty when it runs them all."""
+    if set(FAMILIES) <= set(recommend):
+        return ""
+    among = ", ".join(FAMILY_NAMES[f] for f in FAMILIES if f in recommend)
+    other = cheapest.design
+    price = f"{other.label()} at ${other.cost(ev.chips):.1f}/h"
+    if chosen.design.family not in recommend:
+        return (f"No design of the families this deployment runs ({among}) met the SLA; the "
+                f"cheapest that did, {price} ({FAMILY_NAMES[other.family]}), is not one it "
+                "can enact.")  # fmt: skip
+    if cheapest is not chosen and other.family not in recommend:
+        return (f"Recommended among the families this deployment runs ({among}). A cheaper "
+                f"design met the SLA, {price} ({FAMILY_NAMES[other.family]}), of a family it "
+                "does not run: the verdict compares them.")  # fmt: skip
+    return f"Recommended among the families this deployment runs ({among}), the cheapest of all."
+
+
+def plan_reasons(
+    inputs: PlannerInputs,
+    *,
+    design: Design,
+    analytic: Evaluation,
+    chosen: Verification,
+    base: Verification | None,
+    handoff: str,
+    tuning: str,
+    ev: Evaluator,
+) -> dict[str, object]:
+    """The plan's own reasons: what binds, each pool's, the routing and the same-dc
+    comparison (the verdict and the sentences beside it are added by ``planner.run``)."""
+    table = design.table
+    s = chosen.summary
+    if design.policy != PDD:
+        routing = [
+            f"{design.policy}: no cross-site routing; every request is prefilled and decoded in "
+            f"{design.prefill.site}."
+        ]
+    else:
+        routing = [
+            f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN "
+            f"transfer of the KV MD lacks fits in it goes P-MD "
+            f"({analytic.shares.get('P-MD', 0):.0%} predicted, "
+            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD.",
+            tuning,
+            f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
+            f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish "
+            f"on RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of "
+            "requests).",
+            handoff,
+        ]
+    if base is None:
+        comparison = "no homogeneous same-dc design met the SLA within the limits."
+    else:
+        b = base.summary
+        verdict = "beats" if s.bcr > b.bcr else "does not beat"
+        comparison = (
+            f"the plan's BCR {bcr_figure(s.bcr)} {BCR_UNIT} (simulated) {verdict} the "
+            f"best homogeneous same-dc design's {bcr_figure(b.bcr)} ({base.design.label()}, "
+            f"${b.cost_per_hour:.1f}/h vs ${s.cost_per_hour:.1f}/h)."
+        )
+    return {
+        "binding": analytic.binding,
+        "summary": binding_sentence(analytic),
+        "pools": [pool_reason(ev, design, p, analytic, chosen) for p in design.pools],
+        "routing": routing,
+        "comparison": comparison,
+    }

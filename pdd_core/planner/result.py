@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pdd_core.planner.bathtub import Bathtub
 from pdd_core.planner.design import Design, PoolChoice
 from pdd_core.routing import RoutingTable
 from pdd_core.sim import Summary
-from pdd_core.specs import ChipSpec, Role
+from pdd_core.specs import ChipSpec, RldMode, Role
 
 PREDICTED_KEYS: tuple[str, ...] = (
     "ttft_p50",
@@ -112,6 +112,22 @@ class Plan:
     def feasible(self) -> bool:
         return True
 
+    def design(self) -> Design:
+        """The recommended design as the search held it (pools, routing table, RLD mode)."""
+        chosen = {p.role: _choice(p) for p in self.pools}
+        prefill = chosen[str(Role.PREFILL)]
+        decode = chosen.get(
+            str(Role.MAIN_DECODE), replace(prefill, role=Role.MAIN_DECODE, instances=0)
+        )
+        return Design(
+            policy=self.policy,
+            prefill=prefill,
+            decode=decode,
+            relay=chosen.get(str(Role.RELAY_DECODE)),
+            table=self.routing_table,
+            rld_mode=RldMode(self.rld_mode) if self.rld_mode else RldMode.POOL,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         result: dict[str, Any] = clean(
             {
@@ -202,6 +218,13 @@ def cost_table(
         }
     )
     return rows
+
+
+def _choice(pool: PoolPlan) -> PoolChoice:
+    return PoolChoice(
+        pool.site, pool.chip, Role(pool.role), pool.instances, pool.tp, pool.pp, pool.dp,
+        pool.ep, pool.chunk_tokens,
+    )  # fmt: skip
 
 
 def pool_text(pool: PoolChoice | None) -> str:

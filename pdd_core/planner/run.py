@@ -15,20 +15,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pdd_core.planner.bathtub import bathtub
+from pdd_core.planner.bathtub import Bathtub, bathtub
 from pdd_core.planner.capacity import Evaluation, Evaluator
-from pdd_core.planner.design import FAMILIES, FAMILY_NAMES, PDD, SAME_DC, Design
+from pdd_core.planner.design import FAMILIES, PDD, SAME_DC, Design
 from pdd_core.planner.evidence import measure_families
 from pdd_core.planner.improve import best_confirmed, confirmed, improve, propose
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile, profile_from_requests
 from pdd_core.planner.reasons import (
     arrivals_sentence,
-    binding_sentence,
     infeasible_problems,
     model_sentence,
     no_pdd_reason,
+    plan_reasons,
     pool_reason,
+    recommended_sentence,
     role_order,
 )
 from pdd_core.planner.result import (
@@ -39,12 +40,14 @@ from pdd_core.planner.result import (
     cost_table,
     predicted_from,
 )
-from pdd_core.planner.search import SearchResult, _placements, all_skeletons, search
+from pdd_core.planner.search import SearchResult, search
+from pdd_core.planner.skeletons import all_skeletons, placements
+from pdd_core.planner.stages import evaluate
 from pdd_core.planner.tuning import PlannedRouting, evaluator_for, plan_routing
 from pdd_core.planner.verdict import rld_mode_reason, verdict
 from pdd_core.planner.verify import Verification, verify
+from pdd_core.routing import RoutingTable
 from pdd_core.sim.measure import MeasuredCapacity
-from pdd_core.units import BCR_UNIT, bcr_figure
 
 Progress = Callable[[float, str], None]
 
@@ -176,36 +179,10 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
     """The plan of ``chosen``: pools, reasons, verdict, bathtub."""
     ev, found = prepared.evaluator, prepared.found
     design, table = chosen.design, routing.table
-    analytic = ev.evaluate(design)
-    pools = tuple(
-        PoolPlan(
-            site=p.site,
-            chip=p.chip,
-            role=str(p.role),
-            instances=p.instances,
-            tp=p.tp,
-            pp=p.pp,
-            dp=p.dp,
-            ep=p.ep,
-            chunk_tokens=p.chunk_tokens,
-            cost_per_hour=p.cost(ev.chips),
-            reason=pool_reason(ev, design, p, analytic, chosen),
-        )
-        for p in sorted(design.pools, key=lambda p: role_order(p.role))
-    )
+    analytic = evaluate(ev, design)
+    pools = _pools(ev, chosen, analytic)
     base = best[SAME_DC]
-    pdd_best = best[PDD]
-    tub_design = pdd_best.design if pdd_best is not None else design
-    tub_table = table if tub_design is design else tub_design.table
-    rivals = [v.design for f, v in best.items() if f != PDD and v is not None]
-    curve = bathtub(
-        ev,
-        replace(tub_design, table=tub_table),
-        inputs.settings.bathtub_points,
-        inputs,
-        homogeneous=base.design if base is not None and tub_design.policy == PDD else None,
-        rivals=rivals if tub_design.policy == PDD else (),
-    )
+    curve = _bathtub(inputs, ev, chosen, table, best)
     report(0.95, "writing the plan")
     baseline_info: dict[str, object] = {"found": base is not None}
     cost_rows = cost_table(design, base.design if base else None, ev.chips)
@@ -214,7 +191,7 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
             pools=[p.to_dict() for p in base.design.pools],
             predicted=predicted_from(base.summary),
         )
-    reasons = _reasons(
+    reasons = plan_reasons(
         inputs,
         design=design,
         analytic=analytic,
@@ -224,7 +201,7 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
         tuning=routing.tuning_reason,
         ev=ev,
     )
-    single_site = not _placements(inputs)
+    single_site = not placements(inputs)
     reasons["verdict"] = verdict(
         ev,
         best,
@@ -248,16 +225,7 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
         pools=pools,
         routing_table=table,
         predicted=predicted_from(chosen.summary),
-        analytic={
-            "ttft": analytic.ttft,
-            "tpot": analytic.tpot,
-            "goodput_rps": analytic.goodput_rps,
-            "stages": [
-                {"name": s.name, "utilisation": s.utilisation, "capacity_rps": s.capacity_rps}
-                for s in analytic.stages
-            ],
-            "shares": analytic.shares,
-        },
+        analytic=_analytic_dict(analytic),
         baseline=baseline_info,
         cost_table=tuple(cost_rows),
         bathtub=curve,
@@ -268,30 +236,67 @@ def _plan(  # noqa: PLR0917 - one call site, each argument a distinct product of
     )
 
 
+def _pools(ev: Evaluator, chosen: Verification, analytic: Evaluation) -> tuple[PoolPlan, ...]:
+    """The chosen design's pools in role order, each priced and with its reason."""
+    design = chosen.design
+    return tuple(
+        PoolPlan(
+            site=p.site,
+            chip=p.chip,
+            role=str(p.role),
+            instances=p.instances,
+            tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            ep=p.ep,
+            chunk_tokens=p.chunk_tokens,
+            cost_per_hour=p.cost(ev.chips),
+            reason=pool_reason(ev, design, p, analytic, chosen),
+        )
+        for p in sorted(design.pools, key=lambda p: role_order(p.role))
+    )
+
+
+def _bathtub(
+    inputs: PlannerInputs,
+    ev: Evaluator,
+    chosen: Verification,
+    table: RoutingTable,
+    best: dict[str, Verification | None],
+) -> Bathtub:
+    """The bathtub of PDD's best design (the chosen one's when PDD has none), with the
+    homogeneous same-dc design and the other families' bests beside it."""
+    design, base, pdd_best = chosen.design, best[SAME_DC], best[PDD]
+    tub_design = pdd_best.design if pdd_best is not None else design
+    tub_table = table if tub_design is design else tub_design.table
+    rivals = [v.design for f, v in best.items() if f != PDD and v is not None]
+    return bathtub(
+        ev,
+        replace(tub_design, table=tub_table),
+        inputs.settings.bathtub_points,
+        inputs,
+        homogeneous=base.design if base is not None and tub_design.policy == PDD else None,
+        rivals=rivals if tub_design.policy == PDD else (),
+    )
+
+
+def _analytic_dict(analytic: Evaluation) -> dict[str, Any]:
+    """What the plan keeps of the analytic model's verdict on its design."""
+    return {
+        "ttft": analytic.ttft,
+        "tpot": analytic.tpot,
+        "goodput_rps": analytic.goodput_rps,
+        "stages": [
+            {"name": s.name, "utilisation": s.utilisation, "capacity_rps": s.capacity_rps}
+            for s in analytic.stages
+        ],
+        "shares": analytic.shares,
+    }
+
+
 def _cheapest(designs: Sequence[Verification], ev: Evaluator) -> Verification:
     """The cheapest design (the most good requests per dollar among equals)."""
     return min(designs, key=lambda v: (v.design.cost(ev.chips), -v.summary.bcr))
-
-
-def recommended_sentence(
-    recommend: Sequence[str], chosen: Verification, cheapest: Verification, ev: Evaluator
-) -> str:
-    """What the recommendation was chosen among, when the deployment runs fewer families than
-    the search compares (``PlannerSettings.recommend``); empty when it runs them all."""
-    if set(FAMILIES) <= set(recommend):
-        return ""
-    among = ", ".join(FAMILY_NAMES[f] for f in FAMILIES if f in recommend)
-    other = cheapest.design
-    price = f"{other.label()} at ${other.cost(ev.chips):.1f}/h"
-    if chosen.design.family not in recommend:
-        return (f"No design of the families this deployment runs ({among}) met the SLA; the "
-                f"cheapest that did, {price} ({FAMILY_NAMES[other.family]}), is not one it "
-                "can enact.")  # fmt: skip
-    if cheapest is not chosen and other.family not in recommend:
-        return (f"Recommended among the families this deployment runs ({among}). A cheaper "
-                f"design met the SLA, {price} ({FAMILY_NAMES[other.family]}), of a family it "
-                "does not run: the verdict compares them.")  # fmt: skip
-    return f"Recommended among the families this deployment runs ({among}), the cheapest of all."
 
 
 def _simulation_row(v: Verification) -> dict[str, Any]:
@@ -323,56 +328,6 @@ def _unconfirmed(
     ]
     fixes = ["raise the chip limits, relax the SLA, or raise simulations in [planner]"]
     return Infeasible(inputs.name, inputs.model.id, tuple(problems), tuple(fixes), search_info)
-
-
-def _reasons(
-    inputs: PlannerInputs,
-    *,
-    design: Design,
-    analytic: Evaluation,
-    chosen: Verification,
-    base: Verification | None,
-    handoff: str,
-    tuning: str,
-    ev: Evaluator,
-) -> dict[str, object]:
-    table = design.table
-    s = chosen.summary
-    if design.policy != PDD:
-        routing = [
-            f"{design.policy}: no cross-site routing; every request is prefilled and decoded in "
-            f"{design.prefill.site}."
-        ]
-    else:
-        routing = [
-            f"transfer budget {table.transfer_budget_s:g} s: a request whose predicted WAN "
-            f"transfer of the KV MD lacks fits in it goes P-MD "
-            f"({analytic.shares.get('P-MD', 0):.0%} predicted, "
-            f"{s.pipeline_mix.get('P-MD', 0):.0%} simulated), the rest relay through RLD.",
-            tuning,
-            f"singular filter: input >= {table.singular_min_input_tokens:,} tokens, output < "
-            f"{table.singular_max_output_tokens} and hit <= {table.singular_max_hit:.0%} finish "
-            f"on RLD without crossing the line ({analytic.shares.get('P-RLD', 0):.1%} of "
-            "requests).",
-            handoff,
-        ]
-    if base is None:
-        comparison = "no homogeneous same-dc design met the SLA within the limits."
-    else:
-        b = base.summary
-        verdict = "beats" if s.bcr > b.bcr else "does not beat"
-        comparison = (
-            f"the plan's BCR {bcr_figure(s.bcr)} {BCR_UNIT} (simulated) {verdict} the "
-            f"best homogeneous same-dc design's {bcr_figure(b.bcr)} ({base.design.label()}, "
-            f"${b.cost_per_hour:.1f}/h vs ${s.cost_per_hour:.1f}/h)."
-        )
-    return {
-        "binding": analytic.binding,
-        "summary": binding_sentence(analytic),
-        "pools": [pool_reason(ev, design, p, analytic, chosen) for p in design.pools],
-        "routing": routing,
-        "comparison": comparison,
-    }
 
 
 def make_plan(

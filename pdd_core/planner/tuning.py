@@ -27,7 +27,7 @@ nothing guarantees that some candidate reproduces the slower line's routing exac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pdd_core.planner.capacity import Evaluator
@@ -35,13 +35,11 @@ from pdd_core.planner.design import PDD, Design
 from pdd_core.planner.handoff import choose_handoff
 from pdd_core.planner.inputs import PlannerInputs
 from pdd_core.planner.profile import WorkloadProfile
-from pdd_core.planner.verify import Verification, topology_of, verify
+from pdd_core.planner.stages import evaluate
+from pdd_core.planner.verify import Verification, design_runner, verify
 from pdd_core.routing import RoutingTable
-from pdd_core.sim import simulate
 from pdd_core.sim.capacity import Capacity, find_capacity
-from pdd_core.sim.records import RequestRecord
 from pdd_core.specs import LinkKind
-from pdd_core.workload import Request
 
 # Bisection steps of each candidate's capacity search after bracketing: two give the boundary
 # within a factor of 2^(1/4) (19%) of the bracket, enough to rank tables of one design.
@@ -88,20 +86,7 @@ def design_capacity(
     inputs: PlannerInputs, design: Design, *, iterations: int = TUNING_ITERATIONS
 ) -> Capacity:
     """Capacity goodput of ``design`` (its own table) on ``inputs``' workload and links."""
-    topology = topology_of(inputs, design)
-
-    def run(load: list[Request]) -> Sequence[RequestRecord]:
-        return simulate(
-            topology,
-            design.policy,
-            load,
-            model_id=inputs.model.id,
-            sla=inputs.sla,
-            table=design.table,
-            config=inputs.config,
-            prices=inputs.prices,
-        ).records
-
+    run = design_runner(inputs, design)
     return find_capacity(
         run,
         inputs.requests,
@@ -140,7 +125,7 @@ def tune_routing(
         return Tuned(design, capacity, ((design.table, capacity.goodput_rps),), "")
     # The handoff thresholds follow from the extend cost and the line, not from the budget:
     # every candidate is measured with them.
-    relay = evaluator.evaluate(design).stage("RLD capacity")
+    relay = evaluate(evaluator, design).stage("RLD capacity")
     handoff = choose_handoff(evaluator, design, relay.utilisation if relay else 0.0)
     rows: list[tuple[RoutingTable, float]] = []
     best: tuple[Design, Capacity] | None = None
@@ -193,7 +178,7 @@ def plan_routing(
     design = chosen.design
     if design.policy != PDD:
         return PlannedRouting(chosen, design.table, "", "")
-    relay = evaluator.evaluate(design).stage("RLD capacity")
+    relay = evaluate(evaluator, design).stage("RLD capacity")
     handoff = choose_handoff(evaluator, design, relay.utilisation if relay else 0.0)
     budgets = ", ".join(f"{b:g}" for b in inputs.settings.transfer_budgets_s)
     limit = inputs.settings.tuning_max_requests

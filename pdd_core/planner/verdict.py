@@ -16,6 +16,7 @@ from typing import Any
 from pdd_core.planner.capacity import Evaluator
 from pdd_core.planner.design import COLOCATED, FAMILIES, FAMILY_NAMES, PDD, Design, PoolChoice
 from pdd_core.planner.search import Scored
+from pdd_core.planner.stages import evaluate
 from pdd_core.planner.verify import Verification
 from pdd_core.sim.measure import MeasuredCapacity, paired_ratio
 from pdd_core.specs import RldMode
@@ -313,7 +314,7 @@ def rld_mode_reason(ev: Evaluator, pdd_ranked: Sequence[Scored], chosen: Design)
     for scored in pdd_ranked:
         by_mode.setdefault(scored.design.rld_mode, scored)
     pool, shared = by_mode.get(RldMode.POOL), by_mode.get(RldMode.SHARED)
-    relay = ev.evaluate(chosen).stage("RLD capacity")
+    relay = evaluate(ev, chosen).stage("RLD capacity")
     load = f"{relay.utilisation:.1%} of the relay slots busy" if relay is not None else ""
     if chosen.rld_mode is RldMode.SHARED:
         alt = (

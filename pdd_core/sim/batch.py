@@ -46,6 +46,7 @@ class RunningBatch(StepModel):
     ) -> None:
         super().__init__(model, chip, tp, memo)
         self.host = host
+        self._schedule = host.schedule  # read once: every iteration schedules its end
         self.kv_tokens = kv_tokens
         self.max_batch = max_batch
         self.batch: dict[int, Seq] = {}  # by ticket: insertion (admission) order
@@ -116,8 +117,7 @@ class RunningBatch(StepModel):
         # comparisons with the same result: this loop is the hot path).
         last = now if k > 1 else first
         inner_gap = last_step if k > 1 else 0.0
-        batch = self.batch
-        size = len(batch)
+        size = len(self.batch)
         main = Role.MAIN_DECODE
         fresh, self._fresh = self._fresh, []
         joined = 0
@@ -159,10 +159,18 @@ class RunningBatch(StepModel):
         # take what they still had with them (a finished one's overshoot comes back).
         remaining = self._remaining - k * size
         ends = self._ends
-        if not self._probed and (not ends or ends[0][0] > clock):  # nobody leaves or is asked
-            self.kv_used += k * size
-            self._remaining = remaining
-            return
+        if self._probed or (ends and ends[0][0] <= clock):  # some leave or are asked
+            remaining = self._settle_leavers(now, clock, remaining)
+        self.kv_used += k * size
+        self._remaining = remaining
+
+    def _settle_leavers(self, now: float, clock: int, remaining: int) -> int:
+        """Visit, in batch order, the sequences that end by step ``clock`` or have a probe
+        pending (the callbacks may probe sequences further on): the finished leave the batch,
+        and a probed one leaves when its host takes it. Returns ``remaining`` less what the
+        leavers still had to emit."""
+        batch = self.batch
+        ends = self._ends
         todo = list(self._probed)  # tickets (a sequence may be in twice)
         while ends and ends[0][0] <= clock:
             _, ticket, seq = heapq.heappop(ends)
@@ -172,7 +180,7 @@ class RunningBatch(StepModel):
         self._todo = todo
         gone: list[int] = []
         host = self.host
-        while todo:  # in batch order, as the callbacks may probe sequences further on
+        while todo:
             ticket = heapq.heappop(todo)
             seq = batch[ticket]
             if ticket == self._cursor or seq.ticket != ticket:
@@ -195,13 +203,12 @@ class RunningBatch(StepModel):
                     self._release(seq)
         self._todo = None
         self._cursor = -1
-        self.kv_used += k * size
         for ticket in gone:
             del batch[ticket]
         if not batch:
             self._gap_at.clear()
             self._gap_max.clear()
-        self._remaining = remaining
+        return remaining
 
     def _join(self, seq: Seq) -> None:
         """Put an admitted (or rebuilt) sequence at the end of the running batch."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pdd_core.sim.records import RequestRecord
+from pdd_core.sim.records import SimulatedRequest
 from pdd_core.sim.summary import sla_window
 from pdd_core.specs import SLA
 from pdd_core.workload import Request
@@ -77,7 +77,7 @@ def offered_rps(requests: Sequence[Request]) -> float:
     return len(requests) / span if span > 0 else 0.0
 
 
-def arrived_rps(records: Sequence[RequestRecord]) -> float:
+def arrived_rps(records: Sequence[SimulatedRequest]) -> float:
     """Requests over the span of their arrivals *as simulated* (0 for fewer than two).
 
     An open-loop run's records arrive at the trace's times, so this is ``offered_rps`` of its
@@ -150,7 +150,7 @@ def _copy(
 
 
 def find_capacity(
-    run: Callable[[list[Request]], Sequence[RequestRecord]],
+    run: Callable[[list[Request]], Sequence[SimulatedRequest]],
     requests: Sequence[Request],
     sla: SLA,
     cost_per_hour: float,

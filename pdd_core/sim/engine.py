@@ -5,7 +5,8 @@ A heap of ``(time, sequence, callback)`` events drives ``Instance`` passes (see
 the request iterator one at a time (or, closed-loop, each session's next turn when its previous
 one ends: ``sessions.py``), so the heap holds only what is in flight. Every routing feature is
 ``pdd_core.predict``'s (``features.py``), every decision ``pdd_core.routing``'s; every duration
-is ``pdd_core.perf``'s or ``pdd_core.transfer``'s.
+is ``pdd_core.perf``'s or ``pdd_core.transfer``'s. What follows a prefill (the KV's transfers
+and RLD's handoffs to MD) is ``handoff.py``'s.
 
 Per policy (DOMAIN.md sections 2-4):
 
@@ -34,35 +35,24 @@ from heapq import heappop, heappush
 import numpy as np
 
 from pdd_core import perf
-from pdd_core.cache import RadixCache
-from pdd_core.estimates import choose_prefill, link_s, ship_kv_instead
+from pdd_core.estimates import choose_prefill
 from pdd_core.predict import LinkState, PrefillState
-from pdd_core.routing import (
-    HandoffMode,
-    Pipeline,
-    RoutingTable,
-    choose_handoff_mode,
-)
+from pdd_core.routing import Pipeline, RoutingTable
 from pdd_core.sim.builder import build_instances
 from pdd_core.sim.config import Policy, SimConfig
-from pdd_core.sim.features import Features
 from pdd_core.sim.gc_budget import fewer_collections
+from pdd_core.sim.handoff import AfterPrefill
 from pdd_core.sim.instance import Instance, Job, Seq
-from pdd_core.sim.records import Flight, RequestRecord, rejected_record
+from pdd_core.sim.records import Flight, SimulatedRequest, rejected_record
 from pdd_core.sim.sessions import ClosedLoop
+from pdd_core.sim.sinks import RecordSink
 from pdd_core.specs import SLA, Role, Topology
-from pdd_core.transfer import JitterDraws, transfer_time
+from pdd_core.transfer import JitterDraws
 from pdd_core.tuples import new_tuple
 from pdd_core.workload import Request
 
 
-def remember(cache: RadixCache, hashes: tuple[int, ...]) -> None:
-    """Cache a request's blocks (``insert`` touches a cached path as ``match`` does)."""
-    if hashes:
-        cache.insert(hashes)
-
-
-class Simulator(Features):
+class Simulator(AfterPrefill):
     """One run of ``policy`` on ``topology``; call ``run(requests)`` once."""
 
     def __init__(
@@ -75,6 +65,7 @@ class Simulator(Features):
         table: RoutingTable,
         config: SimConfig,
         progress: Callable[[int], None] | None = None,
+        sink: RecordSink | None = None,
     ) -> None:
         self.policy = policy
         self.topology = topology
@@ -85,10 +76,12 @@ class Simulator(Features):
         self.table = table
         self.config = config
         self.now = 0.0
-        self.records: list[RequestRecord] = []
+        self.records: list[SimulatedRequest] = []
+        # Where each record goes as its request ends: ``records`` unless a sink streams them.
+        self._sink: RecordSink = self.records if sink is None else sink
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self._next_seq = self._seq.__next__  # bound once: ``schedule`` runs per event
+        self.schedule = self._scheduler(self._heap, self._seq.__next__)
         self._progress = progress
         self._sessions: ClosedLoop | None = None
         # Relayed sequences waiting for room at each MD before their handoff (FIFO).
@@ -106,8 +99,18 @@ class Simulator(Features):
 
     # ---- Host protocol --------------------------------------------------------------------
 
-    def schedule(self, t: float, fn: Callable[[], None]) -> None:
-        heappush(self._heap, (t, self._next_seq(), fn))
+    @staticmethod
+    def _scheduler(
+        heap: list[tuple[float, int, Callable[[], None]]], next_seq: Callable[[], int]
+    ) -> Callable[[float, Callable[[], None]], None]:
+        """``schedule(t, fn)``: push ``fn`` to run at ``t`` (ties in the order scheduled). A
+        closure over the heap and the counter rather than a method: it runs for every event,
+        and reads them from its cells instead of looking them up on the simulator each time."""
+
+        def schedule(t: float, fn: Callable[[], None]) -> None:
+            heappush(heap, (t, next_seq(), fn))
+
+        return schedule
 
     def on_seq_finished(self, seq: Seq, now: float) -> None:
         flight = seq.flight
@@ -123,42 +126,9 @@ class Simulator(Features):
             self._wake_md_waiter(flight.md_index, now)
         self._finish(flight, now)
 
-    def _wake_md_waiter(self, md_index: int, now: float) -> None:
-        """A sequence left MD ``md_index``: the oldest relayed request waiting for room there
-        asks again (FIFO; one at a time, so a freed slot is offered once)."""
-        waiters = self._md_waiters.get(md_index)
-        while waiters:
-            seq = waiters.popleft()
-            if not seq.flight.done and seq.in_batch:
-                self._relay_of(seq).probe(seq, now)
-                return
-
-    def on_probe(self, seq: Seq, now: float) -> bool:
-        """A relayed request at RLD's step boundary after MD got its KV: hand over tokens."""
-        flight = seq.flight
-        if flight.done:
-            return False
-        pending = seq.done - flight.absorbed
-        if flight.handoff_mode is HandoffMode.NONE:
-            relay = self._relay_of(seq)
-            wait = self._md_admission_wait(flight, seq.context)
-            if wait > 0:
-                # MD has no room for the sequence yet: RLD keeps decoding (masking MD's queue
-                # is what the relay is for) and asks again when a sequence leaves that MD.
-                self._md_waiters[flight.md_index].append(seq)
-                return False
-            flight.handoff_mode = choose_handoff_mode(seq.done, relay.load, self.table)
-        chunk = self.table.handoff_chunk_tokens
-        if flight.handoff_mode is HandoffMode.ONE_SHOT or pending <= chunk:
-            flight.tokens_rld = seq.done
-            self._md_extend(flight, pending, final=True, now=now)
-            return True
-        self._md_extend(flight, chunk, final=False, now=now)
-        return False
-
     # ---- the loop -------------------------------------------------------------------------
 
-    def run(self, requests: Iterable[Request]) -> list[RequestRecord]:
+    def run(self, requests: Iterable[Request]) -> list[SimulatedRequest]:
         if self.config.closed_loop:
             self._sessions = ClosedLoop(requests)
             requests = self._sessions.first
@@ -191,16 +161,22 @@ class Simulator(Features):
 
     def _finish(self, flight: Flight, now: float) -> None:
         flight.done = True
-        self.records.append(flight.record(now))
+        # A relayed flight and its RLD sequence point at each other; dropping the link here
+        # lets reference counting free both as soon as the run lets go of them, instead of
+        # leaving ~10k cycles per run for a garbage collection that walks every survivor
+        # (on the Mooncake bench trace it was ~10% of a PDD run's CPU). Nothing reads
+        # ``relay`` of a finished flight: every callback checks ``done`` first.
+        flight.relay = None
+        self._sink.append(flight.record(now))
         if self._progress is not None:
-            self._progress(len(self.records))
+            self._progress(len(self._sink))
         if self._sessions is not None:
             self._next_turn(flight.request, now)
 
     def _reject(self, request: Request, pipeline: Pipeline, reason: str, hit: int) -> None:
-        self.records.append(rejected_record(request, pipeline, reason, hit))
+        self._sink.append(rejected_record(request, pipeline, reason, hit))
         if self._progress is not None:
-            self._progress(len(self.records))
+            self._progress(len(self._sink))
         if self._sessions is not None:
             self._next_turn(request, self.now)
 
@@ -258,151 +234,3 @@ class Simulator(Features):
         hit = self._hit(p_inst, flight.request)
         flight.hit_p = job.cached = hit
         flight.miss = job.remaining = flight.request.input_tokens - hit
-
-    def _relay_of(self, seq: Seq) -> Instance:
-        return self.relay[seq.flight.relay_index]
-
-    def _rdma_s(self, tokens: int, rng: JitterDraws | None) -> float:
-        if self.rdma is None:
-            raise ValueError("links: the policy needs an rdma link inside the prefill site")
-        return transfer_time(self.rdma, tokens * self._kv_per_token, rng)
-
-    # ---- after prefill -------------------------------------------------------------------
-
-    def _prefilled(self, flight: Flight, p_inst: Instance, now: float) -> None:
-        request = flight.request
-        flight.prefill_end_s = now
-        if p_inst.cache is not None:
-            remember(p_inst.cache, request.block_hashes)
-        pipeline = flight.pipeline
-        if pipeline is Pipeline.COLOCATED:
-            seq = Seq(flight, request.input_tokens, flight.output, Role.PREFILL, flight.hit_p)
-            p_inst.add_seq(seq, now)
-        elif self.policy is Policy.SAME_DC:
-            delay = self._rdma_s(request.input_tokens, self._rdma_rng)
-            flight.transfer_s = delay
-            target = self.decode[self._least_loaded(self.decode)]
-            seq = Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE)
-            self.schedule(now + delay, lambda: target.add_seq(seq, self.now))
-        elif self.policy is Policy.NAIVE_CROSS_DC:
-            self._to_md(flight, self._least_loaded(self.decode), now)
-        elif pipeline is Pipeline.P_MD:
-            # MD's DRC hit now, read once for the check and the transfer (``peek`` is pure).
-            hit = self._hit(self.decode[flight.md_index], request) if self.config.drc else 0
-            if self._relay_now(flight, now, hit):
-                self._to_relay(flight, now, hit)
-            else:
-                self._to_md(flight, flight.md_index, now, hit)
-        else:
-            self._to_relay(flight, now)
-
-    def _wan_bytes(self, flight: Flight, md: Instance, hit: int | None = None) -> float:
-        """Bytes of the KV ``md`` lacks; ``hit``: its DRC hit if already read at this moment."""
-        request = flight.request
-        if self.policy is Policy.PDD and self.config.drc:
-            flight.hit_md = self._hit(md, request) if hit is None else hit
-        return (request.input_tokens - flight.hit_md) * self._kv_per_token
-
-    def _drc_insert(self, md: Instance, request: Request) -> None:
-        if self.config.drc and md.cache is not None:
-            remember(md.cache, request.block_hashes)
-
-    def _to_md(self, flight: Flight, index: int, now: float, hit: int | None = None) -> None:
-        """Ship the KV MD lacks over the WAN; MD starts decoding when it lands."""
-        assert self.wan is not None
-        md = self.decode[index]
-        nbytes = self._wan_bytes(flight, md, hit)
-        flight.wan_bytes = nbytes
-
-        def landed(t: float) -> None:
-            flight.transfer_s = t - now
-            flight.wan_done_s = t
-            self._drc_insert(md, flight.request)
-            request = flight.request
-            seq = Seq(flight, request.input_tokens, flight.output, Role.MAIN_DECODE, flight.hit_md)
-            md.add_seq(seq, t)
-
-        self.wan.start(nbytes, now, landed)
-
-    def _to_relay(self, flight: Flight, now: float, hit: int | None = None) -> None:
-        """RDMA to RLD (and, unless singular, the WAN to MD at the same time)."""
-        request = flight.request
-        relay = self.relay[flight.relay_index]
-        delay = self._rdma_s(request.input_tokens, self._rdma_rng)
-        flight.transfer_s = delay
-
-        def at_relay() -> None:
-            if flight.md_ready:  # MD already has the KV: no relay needed
-                self._md_join(flight, self.now)
-                return
-            seq = Seq(flight, request.input_tokens, flight.output, Role.RELAY_DECODE)
-            flight.relay = seq
-            relay.add_seq(seq, self.now)
-
-        self.schedule(now + delay, at_relay)
-        if flight.pipeline is Pipeline.P_RLD:
-            return
-        assert self.wan is not None
-        md = self.decode[flight.md_index]
-        nbytes = self._wan_bytes(flight, md, hit)
-        flight.wan_bytes = nbytes
-
-        def landed(t: float) -> None:
-            flight.wan_done_s = t
-            self._drc_insert(md, request)
-            if flight.done:
-                return
-            seq = flight.relay
-            if not isinstance(seq, Seq):
-                flight.md_ready = True
-            elif (
-                not seq.in_batch
-                and self._md_admission_wait(flight, request.input_tokens) == 0.0
-                and relay.withdraw(seq)
-            ):
-                # RLD has not started it and MD has room now: MD takes it from the start.
-                # Without room, RLD keeps it (masking MD's queue is what the relay is for,
-                # as ``on_probe`` does) and the handoff waits for RLD's step boundary.
-                flight.relay = None
-                self._md_join(flight, t)
-            else:
-                relay.probe(seq, t)
-
-        flight.wan_flow = self.wan.start(nbytes, now, landed)
-
-    def _md_join(self, flight: Flight, now: float) -> None:
-        md = self.decode[flight.md_index]
-        request = flight.request
-        tokens = flight.output - flight.absorbed
-        context = request.input_tokens + flight.absorbed
-        md.add_seq(Seq(flight, context, tokens, Role.MAIN_DECODE, flight.hit_md), now)
-
-    def _md_extend(self, flight: Flight, tokens: int, *, final: bool, now: float) -> None:
-        """MD absorbs ``tokens`` eager tokens: it recomputes their KV from the token IDs (an
-        extend pass, ``perf.extend_time``, MLA included) or receives their KV over the WAN,
-        whichever ``estimates.ship_kv_instead`` says is sooner at this moment."""
-        md = self.decode[flight.md_index]
-        if tokens <= 0:
-            self._md_join(flight, now)
-            return
-        context = flight.request.input_tokens + flight.absorbed
-
-        def extended(t: float) -> None:
-            if flight.done:
-                return
-            flight.absorbed += tokens
-            if final:
-                self._md_join(flight, t)
-            elif isinstance(flight.relay, Seq):
-                self._relay_of(flight.relay).probe(flight.relay, t)
-
-        est = md.extend_s(tokens, context)
-        nbytes = tokens * self._kv_per_token
-        assert self.wan is not None
-        if ship_kv_instead(est, link_s(self._wan_state(), nbytes)):
-            flight.kv_handoffs += 1
-            flight.wan_bytes += nbytes
-            self.wan.start(nbytes, now, extended)
-            return
-        flight.id_handoffs += 1
-        md.add_job(Job(flight, tokens, context, est, extended), now)

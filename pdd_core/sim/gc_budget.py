@@ -8,9 +8,11 @@ container objects, and each collection also walks the in-flight state that survi
 promotes it so that older generations fill and are collected in turn: on the Mooncake bench
 trace that was 3-12% of a PDD run's CPU time. Collecting every ``RUN_GEN0_THRESHOLD``
 allocations instead does the same work on far fewer occasions (mypy raises its threshold the
-same way during a build). Collection still happens, so the reference cycles a run leaves (a
-relayed flight and its sequence) are freed on the same terms, only later; no result depends on
-when (the simulator holds no weak references or finalizers).
+same way during a build). Collection still happens, so the reference cycles a run leaves are
+freed on the same terms, only later; no result depends on when (the simulator holds no weak
+references or finalizers). The largest family of cycles, a relayed flight and its sequence, is
+broken when the flight finishes (``Simulator._finish``), so the collection at the end of a run
+has little left to walk or free.
 """
 
 from __future__ import annotations

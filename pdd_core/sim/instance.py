@@ -146,7 +146,7 @@ class Instance(RunningBatch):
         self._end = self._start + in_flight * mean_step
         self._version += 1
         version = self._version
-        self.host.schedule(self._end, lambda: self._boundary(version))
+        self._schedule(self._end, lambda: self._boundary(version))
 
     # ---- iterations -------------------------------------------------------------------------
 
@@ -180,7 +180,7 @@ class Instance(RunningBatch):
                     job.on_done(now)
 
     def _done_later(self, job: Job, done: float) -> None:
-        self.host.schedule(done, lambda: job.on_done(done))
+        self._schedule(done, lambda: job.on_done(done))
 
     def _admit(self, now: float) -> None:
         waiting = self.waiting
@@ -287,7 +287,7 @@ class Instance(RunningBatch):
             return
         self._version += 1
         version = self._version
-        self.host.schedule(self._end, lambda: self._boundary(version))
+        self._schedule(self._end, lambda: self._boundary(version))
 
     def _take_chunks(self, budget: int, now: float) -> perf.Timing:
         chunks: list[tuple[Job, int]] = []

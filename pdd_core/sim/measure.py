@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from pdd_core.sim.capacity import arrived_rps, scale_sessions
-from pdd_core.sim.records import RequestRecord
+from pdd_core.sim.records import SimulatedRequest
 from pdd_core.specs import SLA
 from pdd_core.workload import Request
 
@@ -108,7 +108,7 @@ class _Sample:
     offered_rps: float
 
 
-def _sample(records: Sequence[RequestRecord], judged: set[str] | None = None) -> _Sample:
+def _sample(records: Sequence[SimulatedRequest], judged: set[str] | None = None) -> _Sample:
     """A workload's figures at one load over its ``judged`` requests (by id, a copy judged as
     its original; None: all); the others only warm the caches. The rate is theirs as simulated
     (``arrived_rps``)."""
@@ -203,7 +203,7 @@ def trace_windows(requests: Sequence[Request], count: int, warmup: float = 0.5) 
 
 
 def measure_capacity(
-    run: Callable[[list[Request]], Sequence[RequestRecord]],
+    run: Callable[[list[Request]], Sequence[SimulatedRequest]],
     workloads: Sequence[Sequence[Request]],
     sla: SLA,
     cost_per_hour: float,

@@ -1,7 +1,7 @@
 """Per-request state while in flight (``Flight``) and the record kept when it ends.
 
 A ``Flight`` is mutable and lives only while the request is in the system; the immutable
-``RequestRecord`` is what the simulator keeps, so memory grows with the records asked for and
+``SimulatedRequest`` is what the simulator keeps, so memory grows with the records asked for and
 nothing else. Every time in a record is in simulated seconds from the start of the trace.
 """
 
@@ -10,13 +10,18 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from pdd_core.metrics import hit_ratio
 from pdd_core.routing import HandoffMode, Pipeline
 from pdd_core.tuples import new_tuple
 from pdd_core.workload import Request
 
 
-class RequestRecord(NamedTuple):
-    """What happened to one request (the issue's item 2), in seconds, tokens and bytes.
+class SimulatedRequest(NamedTuple):
+    """What happened to one simulated request, in seconds, tokens and bytes.
+
+    Not the data plane's per-request record (``pdd_core.records.RequestRecord``, what a gateway
+    journals and the control plane bills): this is the simulator's own result, with the phases
+    a real gateway cannot see (queueing, the transfer that gated the first token, the handoff).
 
     ``queue_s`` is the wait before prefill started, ``prefill_s`` from then until the last chunk
     ended; ``transfer_s`` the KV transfer that gated the first token (RDMA to D or RLD, or the
@@ -64,7 +69,7 @@ class RequestRecord(NamedTuple):
 
     @property
     def hit_ratio(self) -> float:
-        return self.hit_tokens_p / self.input_tokens if self.input_tokens else 0.0
+        return hit_ratio(self.hit_tokens_p, self.input_tokens)
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -145,7 +150,7 @@ class Flight:
             self.max_gap_s = t - self.last_token_s
         self.last_token_s = t
 
-    def record(self, finish_s: float) -> RequestRecord:
+    def record(self, finish_s: float) -> SimulatedRequest:
         r = self.request
         tokens = self.tokens_rld + self.tokens_md
         ttft = self.first_token_s - self.arrival_s
@@ -156,9 +161,11 @@ class Flight:
             and not math.isnan(self.wan_done_s)
         ):
             handoff = max(0.0, self.md_first_s - self.wan_done_s)
-        # Every field in ``RequestRecord``'s order (``tuples.new_tuple``), once per request.
+        # Every field in ``SimulatedRequest``'s order (``tuples.new_tuple``), once per request.
+        # The enums' ``value``: the same text as ``str()`` of them, but one shared string per
+        # member instead of a new copy in every record (``str()`` of a ``str`` subclass copies).
         return new_tuple(
-            RequestRecord,
+            SimulatedRequest,
             (
                 r.id,  # id
                 r.session or r.id,  # session
@@ -166,8 +173,8 @@ class Flight:
                 r.arrival_s,  # arrival_s
                 r.input_tokens,  # input_tokens
                 tokens,  # output_tokens
-                str(self.pipeline),  # pipeline
-                str(self.handoff_mode),  # handoff_mode
+                self.pipeline.value,  # pipeline
+                self.handoff_mode.value,  # handoff_mode
                 self.hit_p,  # hit_tokens_p
                 self.hit_md,  # hit_tokens_md
                 self.miss,  # miss_tokens
@@ -190,18 +197,20 @@ class Flight:
         )
 
 
-def rejected_record(request: Request, pipeline: Pipeline, reason: str, hit_p: int) -> RequestRecord:
+def rejected_record(
+    request: Request, pipeline: Pipeline, reason: str, hit_p: int
+) -> SimulatedRequest:
     """The record of a request refused at admission (HTTP 429 semantics)."""
     nan = math.nan
-    return RequestRecord(
+    return SimulatedRequest(
         id=request.id,
         session=request.session or request.id,
         tenant=request.tenant,
         arrival_s=request.arrival_s,
         input_tokens=request.input_tokens,
         output_tokens=0,
-        pipeline=str(pipeline),
-        handoff_mode=str(HandoffMode.NONE),
+        pipeline=pipeline.value,
+        handoff_mode=HandoffMode.NONE.value,
         hit_tokens_p=hit_p,
         hit_tokens_md=0,
         miss_tokens=request.input_tokens - hit_p,

@@ -14,36 +14,66 @@ one-turn session.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import pairwise
 
 from pdd_core.workload import Request
+from pdd_core.workload.stream import SessionStream
 
 
 class ClosedLoop:
-    """The turns still to come of every session, released one at a time."""
+    """The turns still to come of every session, released one at a time.
+
+    Given a ``SessionStream`` it takes the sessions as they come (the first turns are pulled
+    one at a time, in arrival order) and forgets a session once its last turn is released, so
+    a long run holds only the sessions under way. Given requests, it groups them first; the
+    order and the turns released are the same either way.
+    """
 
     def __init__(self, requests: Iterable[Request]) -> None:
-        sessions: dict[str, list[Request]] = {}
-        for request in requests:
-            sessions.setdefault(request.session or request.id, []).append(request)
-        self.first: list[Request] = []
+        sessions = (
+            requests.sessions() if isinstance(requests, SessionStream) else _grouped(requests)
+        )
         self._next: dict[str, deque[tuple[float, Request]]] = {}
-        for name, turns in sessions.items():
-            turns.sort(key=lambda r: (r.arrival_s, r.turn))
-            self.first.append(turns[0])
+        self.first: Iterator[Request] = self._first_turns(sessions)
+
+    def _first_turns(self, sessions: Iterator[tuple[Request, ...]]) -> Iterator[Request]:
+        for turns in sessions:
             if len(turns) > 1:
-                self._next[name] = deque(
+                # The gap between two turns' trace arrivals is the tool/think time between them.
+                self._next[turns[0].session or turns[0].id] = deque(
                     (later.arrival_s - earlier.arrival_s, later)
                     for earlier, later in pairwise(turns)
                 )
-        self.first.sort(key=lambda r: (r.arrival_s, r.id))
+            yield turns[0]
+
+    @property
+    def waiting(self) -> int:
+        """Sessions whose first turn is out and that have turns still to come."""
+        return len(self._next)
 
     def after(self, request: Request, ended_s: float) -> Request | None:
         """The session's next turn, arriving ``think`` seconds after ``request`` ended."""
-        pending = self._next.get(request.session or request.id)
+        name = request.session or request.id
+        pending = self._next.get(name)
         if not pending:
             return None
         think, turn = pending.popleft()
+        if not pending:
+            del self._next[name]
         return replace(turn, arrival_s=ended_s + think)
+
+
+def _grouped(requests: Iterable[Request]) -> Iterator[tuple[Request, ...]]:
+    """Requests grouped by session, each session's turns by (arrival, turn), sessions by their
+    first turn's (arrival, id)."""
+    sessions: dict[str, list[Request]] = {}
+    for request in requests:
+        sessions.setdefault(request.session or request.id, []).append(request)
+    groups = []
+    for turns in sessions.values():
+        turns.sort(key=lambda r: (r.arrival_s, r.turn))
+        groups.append(tuple(turns))
+    groups.sort(key=lambda turns: (turns[0].arrival_s, turns[0].id))
+    return iter(groups)

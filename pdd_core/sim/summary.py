@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pdd_core import metrics
-from pdd_core.sim.records import RequestRecord
+from pdd_core.sim.records import SimulatedRequest
 from pdd_core.specs import SLA, PriceBook
 from pdd_core.workload import Request
 from pdd_core.workload.stats import replay_hits
@@ -117,26 +117,28 @@ class Summary:
         return asdict(self)
 
 
-def summarize(
-    policy: str,
-    records: Sequence[RequestRecord],
-    *,
-    sla: SLA,
-    prices: PriceBook,
-    cost_per_hour: float,
-    busy: dict[str, tuple[float, int]],
-    wan_series: Sequence[tuple[float, float]],
-    wan_busy_s: float = 0.0,
-    wan_cancelled: int = 0,
-    preemptions: int = 0,
-) -> Summary:
-    """Fold the per-request records into a ``Summary``; ``busy`` maps role -> (s, instances)."""
-    served = [r for r in records if not r.rejected]
-    rejected = len(records) - len(served)
-    start = min((r.arrival_s for r in records), default=0.0)
-    # One pass over the served requests for every per-request column below.
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """The served requests' per-request columns (one pass over them), and two sums."""
+
+    ttfts: list[float]
+    tpots: list[float]  # every served request's (the SLA window)
+    tpots_multi: list[float]  # those of requests with more than one output token
+    e2es: list[float]
+    stalls: list[float]
+    wans: list[float]
+    revenues: list[float]
+    inputs: list[int]
+    hits_p: list[int]
+    hits_md: list[int]
+    out_tokens: int
+    rld_tokens: int
+
+
+def _columns(served: Sequence[SimulatedRequest], prices: PriceBook) -> _Columns:
+    """Every per-request column ``summarize`` folds, in one pass over the served requests."""
     ttfts: list[float] = []
-    tpots: list[float] = []  # every served request's (SLA window), and those of > 1 token
+    tpots: list[float] = []
     tpots_multi: list[float] = []
     e2es: list[float] = []
     stalls: list[float] = []
@@ -160,16 +162,38 @@ def summarize(
         hits_md.append(r.hit_tokens_md)
         out_tokens += r.output_tokens
         rld_tokens += r.tokens_rld
+    return _Columns(ttfts, tpots, tpots_multi, e2es, stalls, wans, revenues, inputs, hits_p,
+                    hits_md, out_tokens, rld_tokens)  # fmt: skip
+
+
+def summarize(
+    policy: str,
+    records: Sequence[SimulatedRequest],
+    *,
+    sla: SLA,
+    prices: PriceBook,
+    cost_per_hour: float,
+    busy: dict[str, tuple[float, int]],
+    wan_series: Sequence[tuple[float, float]],
+    wan_busy_s: float = 0.0,
+    wan_cancelled: int = 0,
+    preemptions: int = 0,
+) -> Summary:
+    """Fold the per-request records into a ``Summary``; ``busy`` maps role -> (s, instances)."""
+    served = [r for r in records if not r.rejected]
+    rejected = len(records) - len(served)
+    start = min((r.arrival_s for r in records), default=0.0)
+    cols = _columns(served, prices)
     end = max((r.finish_s for r in served), default=start)
     makespan = max(end - start, 1e-9)
-    ttft = metrics.percentiles(ttfts)
-    tpot = metrics.percentiles(tpots_multi)
-    e2e = metrics.percentiles(e2es)
-    stall = metrics.percentile(stalls, 99)
-    window = _window(ttfts, tpots, rejected, sla)
+    ttft = metrics.percentiles(cols.ttfts)
+    tpot = metrics.percentiles(cols.tpots_multi)
+    e2e = metrics.percentiles(cols.e2es)
+    window = _window(cols.ttfts, cols.tpots, rejected, sla)
     goodput = window.good / makespan
-    wan_bytes = math.fsum(wans)
-    revenue = math.fsum(revenues) * 3600 / makespan
+    wan_bytes = math.fsum(cols.wans)
+    revenue = math.fsum(cols.revenues) * 3600 / makespan
+    out_tokens = cols.out_tokens
     return Summary(
         policy=policy,
         requests=len(records),
@@ -185,7 +209,7 @@ def summarize(
         e2e_p50=e2e["p50"],
         e2e_p90=e2e["p90"],
         e2e_p99=e2e["p99"],
-        longest_stall_p99=stall,
+        longest_stall_p99=metrics.percentile(cols.stalls, 99),
         goodput_rps=goodput,
         throughput_rps=len(served) / makespan,
         output_tokens_per_s=out_tokens / makespan,
@@ -193,26 +217,21 @@ def summarize(
         wan_bytes=wan_bytes,
         wan_gbps_mean=wan_bytes * 8 / makespan / 1e9,
         wan_gbps_peak=max((g for _, g in wan_series), default=0.0),
-        rld_token_share=rld_tokens / out_tokens if out_tokens else 0.0,
-        hit_request_weighted=metrics.request_weighted_hit(hits_p, inputs),
-        hit_token_weighted=metrics.token_weighted_hit(hits_p, inputs),
-        md_hit_token_weighted=metrics.token_weighted_hit(hits_md, inputs),
+        rld_token_share=cols.rld_tokens / out_tokens if out_tokens else 0.0,
+        hit_request_weighted=metrics.request_weighted_hit(cols.hits_p, cols.inputs),
+        hit_token_weighted=metrics.token_weighted_hit(cols.hits_p, cols.inputs),
+        md_hit_token_weighted=metrics.token_weighted_hit(cols.hits_md, cols.inputs),
         cost_per_hour=cost_per_hour,
         bcr=goodput / cost_per_hour if cost_per_hour > 0 else math.nan,
         revenue_per_hour=revenue,
         bcr_revenue=revenue / cost_per_hour if cost_per_hour > 0 else math.nan,
-        utilisation={
-            role: seconds / (count * makespan) if count else 0.0
-            for role, (seconds, count) in busy.items()
-        },
+        utilisation=utilisation(busy, makespan),
         pipeline_mix=_shares(r.pipeline for r in served),
         handoff_mix=_shares(r.handoff_mode for r in served),
         hit_bands=hit_band_table(records, sla),
         sla_attainment=window.attainment,
         sla_violated=window.violated,
-        singular_share=(
-            sum(1 for r in records if r.pipeline == "P-RLD") / len(records) if records else 0.0
-        ),
+        singular_share=_singular_share(records),
         wan_gbps_busy_mean=wan_bytes * 8 / wan_busy_s / 1e9 if wan_busy_s > 0 else 0.0,
         wan_busy_s=wan_busy_s,
         wan_cancelled=wan_cancelled,
@@ -221,14 +240,27 @@ def summarize(
     )
 
 
-def _kv_share(served: Sequence[RequestRecord]) -> float:
+def utilisation(busy: dict[str, tuple[float, int]], makespan: float) -> dict[str, float]:
+    """Per role, busy seconds over its instances x the makespan."""
+    return {
+        role: seconds / (count * makespan) if count else 0.0
+        for role, (seconds, count) in busy.items()
+    }
+
+
+def _singular_share(records: Sequence[SimulatedRequest]) -> float:
+    """Requests the singular filter sent to P-RLD, over all requests."""
+    return sum(1 for r in records if r.pipeline == "P-RLD") / len(records) if records else 0.0
+
+
+def _kv_share(served: Sequence[SimulatedRequest]) -> float:
     """Share of handoff chunks absorbed by shipping their KV rather than recomputing them."""
     kv = sum(r.kv_handoffs for r in served)
     total = kv + sum(r.id_handoffs for r in served)
     return kv / total if total else 0.0
 
 
-def sla_window(records: Sequence[RequestRecord], sla: SLA) -> metrics.SlaWindow:
+def sla_window(records: Sequence[SimulatedRequest], sla: SLA) -> metrics.SlaWindow:
     """``metrics.window_sla`` over a run's records: rejected requests count as misses."""
     served = [r for r in records if not r.rejected]
     return _window(
@@ -255,33 +287,58 @@ def _shares(values: Any) -> dict[str, float]:
     return {key: n / total for key, n in sorted(counts.items())} if total else {}
 
 
-def hit_band_table(records: Sequence[RequestRecord], sla: SLA) -> list[dict[str, Any]]:
-    """Per hit band of ``metrics.HIT_BAND_EDGES``: share, TTFT, WAN bytes, RLD share, rejects."""
+@dataclass(slots=True)
+class _Band:
+    """One hit band's requests, folded in ``hit_band_table``'s single pass."""
+
+    requests: int = 0
+    rejected: int = 0
+    output_tokens: int = 0
+    rld_tokens: int = 0
+    wan_bytes: list[float] = field(default_factory=list)
+    ttfts: list[float] = field(default_factory=list)  # served requests'
+    pipelines: list[str] = field(default_factory=list)  # served requests'
+
+
+def hit_band_table(records: Sequence[SimulatedRequest], sla: SLA) -> list[dict[str, Any]]:
+    """Per hit band of ``metrics.HIT_BAND_EDGES``: share, TTFT, WAN bytes, RLD share, rejects.
+
+    One pass over the records (each record read once: a run's ~12k records are spread over
+    memory, and a pass per band and figure cost ~4% of a run)."""
     labels = metrics.hit_band_labels()
-    bands: list[list[RequestRecord]] = [[] for _ in labels]
-    for record in records:
-        bands[metrics.hit_band_index(record.hit_ratio)].append(record)
+    bands = [_Band() for _ in labels]
+    band_of, ratio = metrics.hit_band_index, metrics.hit_ratio
+    for r in records:
+        band = bands[band_of(ratio(r.hit_tokens_p, r.input_tokens))]  # ``r.hit_ratio``
+        band.requests += 1
+        band.wan_bytes.append(r.wan_bytes)
+        if r.rejected:
+            band.rejected += 1
+            continue
+        band.ttfts.append(r.ttft_s)
+        band.output_tokens += r.output_tokens
+        band.rld_tokens += r.tokens_rld
+        band.pipelines.append(r.pipeline)
     total = len(records) or 1
-    total_wan = math.fsum(r.wan_bytes for r in records) or 1.0
+    # ``fsum`` is correctly rounded, so summing band by band gives the sum over the records.
+    total_wan = math.fsum(w for band in bands for w in band.wan_bytes) or 1.0
     rows = []
     for label, band in zip(labels, bands, strict=True):
-        served = [r for r in band if not r.rejected]
-        ttft = [r.ttft_s for r in served]
-        tokens = sum(r.output_tokens for r in served)
+        ttft, tokens = band.ttfts, band.output_tokens
         rows.append(
             {
                 "band": label,
-                "requests": len(band),
-                "share": len(band) / total,
-                "rejected": len(band) - len(served),
+                "requests": band.requests,
+                "share": band.requests / total,
+                "rejected": band.rejected,
                 "ttft_p50": metrics.percentile(ttft, 50),
                 "ttft_p99": metrics.percentile(ttft, 99),
                 "ttft_within_sla": (
                     sum(1 for t in ttft if t <= sla.ttft_p90_s) / len(ttft) if ttft else math.nan
                 ),
-                "wan_share": math.fsum(r.wan_bytes for r in band) / total_wan,
-                "rld_token_share": (sum(r.tokens_rld for r in served) / tokens if tokens else 0.0),
-                "pipelines": _shares(r.pipeline for r in served),
+                "wan_share": math.fsum(band.wan_bytes) / total_wan,
+                "rld_token_share": band.rld_tokens / tokens if tokens else 0.0,
+                "pipelines": _shares(band.pipelines),
             }
         )
     return rows

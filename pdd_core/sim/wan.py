@@ -36,6 +36,7 @@ class WanLine:
         load_window_s: float = 10.0,
     ) -> None:
         self.host = host
+        self._schedule = host.schedule  # read once: every change on the line reschedules
         self.spec = spec
         self.link = FairShareLink(
             spec, rng, setup_s=setup_s, initial_window_bytes=initial_window_bytes
@@ -109,7 +110,7 @@ class WanLine:
         at = nxt[1]
         if now > at:  # noqa: PLR1730 - ``max`` written out, a call less per event on the line
             at = now
-        self.host.schedule(at, lambda: self._fire(version, at))
+        self._schedule(at, lambda: self._fire(version, at))
 
     def _fire(self, version: int, t: float) -> None:
         if version != self._version:
@@ -119,7 +120,7 @@ class WanLine:
             # The drain time rounded below its computed value: nudge and try again.
             self._version += 1
             nudged = self._version
-            self.host.schedule(t + 1e-9, lambda: self._fire(nudged, t + 1e-9))
+            self._schedule(t + 1e-9, lambda: self._fire(nudged, t + 1e-9))
             return
         for completion in done:
             self._account(completion.nbytes, completion.started_s, completion.finished_s)

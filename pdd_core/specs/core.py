@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pdd_core.errors import PddError
+
 GIB = 1024**3
 
 
@@ -50,7 +52,7 @@ class LinkKind(StrEnum):
     WAN = "wan"
 
 
-class SpecError(ValueError):
+class SpecError(PddError, ValueError):
     """A specification value is invalid; ``field`` names the offending field."""
 
     def __init__(self, field: str, message: str) -> None:

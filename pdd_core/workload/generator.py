@@ -30,14 +30,16 @@ tokens; ``tests/pdd_core/test_workload_generator.py`` checks that shape over sev
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from pdd_core.workload.request import Request
+from pdd_core.workload.stream import SessionStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +97,59 @@ def generate_agentic(params: AgenticWorkload | None = None, seed: int = 0) -> li
 
     The same parameters and seed give the same requests on every platform (numpy's PCG64).
     Arrival times are whole milliseconds, so a Mooncake JSON round trip is exact.
+    ``stream_agentic`` yields the same requests without holding them all.
     """
     p = params or AgenticWorkload()
     rng = np.random.default_rng(seed)
     fresh = itertools.count()
+    prompts, weights = _prompts_and_weights(p, fresh)
+    requests = [r for turns in _sessions(p, rng, fresh, prompts, weights) for r in turns]
+    end = max((r.arrival_s for r in requests), default=0.0)
+    plan = _plan_singular(
+        p, rng, session_requests=len(requests), end=end, first_block=next(fresh), weights=weights
+    )
+    requests.extend(plan.request(p, index, prompts) for index in range(plan.count))
+    requests.sort(key=lambda r: (r.arrival_s, r.id))
+    return requests
+
+
+def stream_agentic(params: AgenticWorkload | None = None, seed: int = 0) -> SessionStream:
+    """``generate_agentic``'s requests as a stream: the same requests, in the same order, for
+    the same parameters and seed, with only the sessions under way held at any time.
+
+    How many singular requests there are, when they arrive and which block ids they take
+    depend on every session (their count on the sessions' requests, their times on the last
+    arrival, their draws follow the sessions'), so a first pass draws the sessions and counts
+    them without keeping them; the singular slice is then planned as a few numbers per request
+    (numpy columns, about 50 bytes each), and the stream draws the sessions again from the
+    seed, one at a time, merging the singular requests in by arrival.
+    """
+    p = params or AgenticWorkload()
+    rng = np.random.default_rng(seed)
+    fresh = itertools.count()
+    prompts, weights = _prompts_and_weights(p, fresh)
+    total, end = 0, 0.0
+    for turns in _sessions(p, rng, fresh, prompts, weights):
+        total += len(turns)
+        end = max(end, turns[-1].arrival_s)
+    plan = _plan_singular(
+        p, rng, session_requests=total, end=end, first_block=next(fresh), weights=weights
+    )
+
+    def sessions() -> Iterator[tuple[Request, ...]]:
+        again = itertools.count()
+        again_prompts, _ = _prompts_and_weights(p, again)
+        drawn = _sessions(p, np.random.default_rng(seed), again, again_prompts, weights)
+        singular = ((plan.request(p, i, again_prompts),) for i in plan.in_arrival_order())
+        # Both are in order of their first request (arrival, id), so their merge is too.
+        yield from heapq.merge(drawn, singular, key=lambda turns: (turns[0].arrival_s, turns[0].id))
+
+    return SessionStream(sessions, total + plan.count)
+
+
+def _prompts_and_weights(
+    p: AgenticWorkload, fresh: Iterator[int]
+) -> tuple[list[tuple[int, ...]], np.ndarray]:
     prompts = [
         tuple(next(fresh) for _ in range(p.system_prompt_tokens // p.block_size))
         for _ in range(p.system_prompts)
@@ -106,44 +157,135 @@ def generate_agentic(params: AgenticWorkload | None = None, seed: int = 0) -> li
     # Tenants of unequal size (weights 1, 1/2, 1/3, ...), as real customer mixes are.
     weights = np.array([1.0 / (i + 1) for i in range(p.tenants)])
     weights /= weights.sum()
+    return prompts, weights
 
-    requests: list[Request] = []
+
+def _sessions(
+    p: AgenticWorkload,
+    rng: np.random.Generator,
+    fresh: Iterator[int],
+    prompts: list[tuple[int, ...]],
+    weights: np.ndarray,
+) -> Iterator[tuple[Request, ...]]:
+    """Each agent run's turns, one run at a time, in order of its start (and of its id)."""
     start = 0.0
     for session in range(p.sessions):
         start += float(rng.exponential(1.0 / p.session_rate_per_s))
         prompt = prompts[int(rng.integers(p.system_prompts))]
         tenant = f"tenant-{int(rng.choice(p.tenants, p=weights))}"
-        requests.extend(
-            _session(
+        yield tuple(
+            session_turns(
                 p, rng, fresh, prompt=prompt, session=f"s{session:05d}", tenant=tenant, start=start
             )
         )
 
-    end = max((r.arrival_s for r in requests), default=0.0)
-    singular = round(len(requests) * p.singular_share / (1.0 - p.singular_share))
-    for index in range(singular):
-        prompt = prompts[int(rng.integers(p.system_prompts))]
+
+@dataclass(frozen=True, slots=True)
+class _SingularPlan:
+    """The singular slice as columns (one entry per request): what ``request`` needs to build
+    request ``index`` exactly as drawn, without holding its block ids until it is asked for."""
+
+    arrival_s: np.ndarray
+    size: np.ndarray
+    output: np.ndarray
+    prompt: np.ndarray
+    tenant: np.ndarray
+    first_block: np.ndarray  # the first fresh block id of the request's own (non-prompt) blocks
+
+    @property
+    def count(self) -> int:
+        return len(self.arrival_s)
+
+    def in_arrival_order(self) -> list[int]:
+        # By (arrival, id) as the list form sorts: past 99,999 the ids' string order is not
+        # their indices'.
+        return sorted(range(self.count), key=lambda i: (float(self.arrival_s[i]), f"x{i:05d}"))
+
+    def request(self, p: AgenticWorkload, index: int, prompts: list[tuple[int, ...]]) -> Request:
+        size = int(self.size[index])
+        prompt = prompts[int(self.prompt[index])]
+        first = int(self.first_block[index])
+        return Request(
+            id=f"x{index:05d}",
+            arrival_s=float(self.arrival_s[index]),
+            input_tokens=size,
+            output_tokens=int(self.output[index]),
+            block_hashes=_extend(
+                prompt, p.system_prompt_tokens, size, p.block_size, itertools.count(first)
+            ),
+            session=f"x{index:05d}",
+            tenant=f"tenant-{int(self.tenant[index])}",
+            turn=1,
+        )
+
+
+def _plan_singular(
+    p: AgenticWorkload,
+    rng: np.random.Generator,
+    *,
+    session_requests: int,
+    end: float,
+    first_block: int,
+    weights: np.ndarray,
+) -> _SingularPlan:
+    """Draw the singular slice after the sessions (in the order the generator always drew it:
+    prompt, size, arrival, output, tenant per request); fresh block ids continue from
+    ``first_block``, the next id after the sessions' and the prompts'."""
+    count = round(session_requests * p.singular_share / (1.0 - p.singular_share))
+    columns: list[list[float]] = [[] for _ in range(6)]
+    block = first_block
+    kept = p.system_prompt_tokens // p.block_size
+    for _ in range(count):
+        prompt = int(rng.integers(p.system_prompts))
         size = min(
             _lognormal(rng, p.singular_input_median, p.singular_input_sigma), p.max_context_tokens
         )
         size = max(size, p.system_prompt_tokens + 1)
-        requests.append(
-            Request(
-                id=f"x{index:05d}",
-                arrival_s=_ms(float(rng.uniform(0.0, end))),
-                input_tokens=size,
-                output_tokens=int(rng.integers(16, p.singular_output_max + 1)),
-                block_hashes=_extend(prompt, p.system_prompt_tokens, size, p.block_size, fresh),
-                session=f"x{index:05d}",
-                tenant=f"tenant-{int(rng.choice(p.tenants, p=weights))}",
-                turn=1,
-            )
-        )
-    requests.sort(key=lambda r: (r.arrival_s, r.id))
-    return requests
+        arrival = _ms(float(rng.uniform(0.0, end)))
+        output = int(rng.integers(16, p.singular_output_max + 1))
+        tenant = int(rng.choice(p.tenants, p=weights))
+        for column, value in zip(
+            columns, (arrival, size, output, prompt, tenant, block), strict=True
+        ):
+            column.append(value)
+        block += math.ceil(size / p.block_size) - kept
+    arrival_s, *ints = columns
+    return _SingularPlan(
+        np.array(arrival_s, dtype=float), *(np.array(c, dtype=np.int64) for c in ints)
+    )
 
 
-def _session(
+def singular_request(
+    p: AgenticWorkload,
+    rng: np.random.Generator,
+    fresh: Iterator[int],
+    *,
+    prompt: tuple[int, ...],
+    name: str,
+    at: Callable[[], float],
+    tenant: Callable[[], str],
+) -> Request:
+    """One singular request (a long document in, a short answer out: DOMAIN.md section 4)
+    drawn on its own, as a fleet's tenants draw them (``pdd_core.fleet.traffic``); only its
+    system prompt can hit. ``at`` and ``tenant`` give its arrival time and tenant, called
+    after its size and around its output, the order ``_plan_singular`` draws in."""
+    size = min(
+        _lognormal(rng, p.singular_input_median, p.singular_input_sigma), p.max_context_tokens
+    )
+    size = max(size, p.system_prompt_tokens + 1)
+    return Request(
+        id=name,
+        arrival_s=_ms(at()),
+        input_tokens=size,
+        output_tokens=int(rng.integers(16, p.singular_output_max + 1)),
+        block_hashes=_extend(prompt, p.system_prompt_tokens, size, p.block_size, fresh),
+        session=name,
+        tenant=tenant(),
+        turn=1,
+    )
+
+
+def session_turns(
     p: AgenticWorkload,
     rng: np.random.Generator,
     fresh: Iterator[int],

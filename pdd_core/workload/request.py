@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pdd_core.errors import PddError
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -42,7 +44,7 @@ class Trace:
     skipped: int = 0
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(PddError, ValueError):
     """A trace line that cannot be read, located by path, line number and field.
 
     A ``ValueError`` so that command-line verbs report it as a usage error, not a crash.

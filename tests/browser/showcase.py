@@ -152,9 +152,9 @@ def _plan() -> int:
 
 def _last_month(prefix: str, now: datetime) -> str:
     """Usage on three days of last month, then its invoice issued."""
-    from controlplane.billing.models import Tenant
     from controlplane.billing.periods import period_of
     from controlplane.billing.services import invoice_issue
+    from controlplane.tenancy.models import Tenant
 
     month = period_of(period_of(now).start - timedelta(days=1))
     records = [

@@ -363,8 +363,8 @@ def test_anonymous_docs_and_the_printed_invoice_url_lead_to_the_login_and_back(
 def test_the_plan_form_says_where_its_job_runs_and_the_routing_table_is_a_table(
     show: Showcase, open_page: Any, django_db_blocker: Any
 ) -> None:
+    from controlplane.planning.jobs import job_runner
     from controlplane.planning.models import Plan
-    from controlplane.planning.tasks import job_runner
     from frontend.plan_pages import routing_rows
 
     plans = open_page("ops", "/plans/")

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "controlplane"
 APPS = sorted(p.name for p in ROOT.iterdir() if (p / "apps.py").exists())
 # Lowest first: an app may import only apps before it.
-LAYERS = ["core", "accounts", "inventory", "billing", "telemetry", "planning", "agents"]
+LAYERS = ["core", "inventory", "tenancy", "accounts", "billing", "telemetry", "planning", "agents"]
 
 
 def _type_checking_lines(tree: ast.Module) -> set[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pdd_core.cli import main
-from pdd_core.cli.simulate import capacity_note, sla_line
+from pdd_core.cli.compare import capacity_note, sla_line
 from pdd_core.scenario import load_scenario
 from pdd_core.sim.capacity import offered_rps
 

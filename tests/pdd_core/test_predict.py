@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdd_core.estimates import choose_prefill, decode_load, decode_wait_s, link_s
-from pdd_core.predict import (
+from pdd_core.estimates import (
     DecodeState,
     LinkState,
     PrefillState,
-    choose_relay,
-    predict,
-    predicted_ttft_s,
-    relay_at_prefill_end,
+    choose_prefill,
+    decode_load,
+    decode_wait_s,
+    link_s,
 )
+from pdd_core.predict import choose_relay, predict, predicted_ttft_s, relay_at_prefill_end
 from pdd_core.routing import Pipeline, RoutingTable
 from pdd_core.specs import SLA, LinkKind, LinkSpec
 from pdd_core.transfer import transfer_time

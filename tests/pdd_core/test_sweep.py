@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pdd_core.cli import main
-from pdd_core.cli.simulate import compare_scenario
+from pdd_core.cli.compare import compare_scenario
 from pdd_core.scenario import load_scenario
 from pdd_core.specs import LinkKind
 from pdd_core.sweep import (

@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from controlplane.telemetry.bounds import time_bounds_at
 from controlplane.telemetry.validation import records_parse
 from pdd_core.agent.config import config_from_dict
-from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_api import GatewayApi
+from pdd_core.agent.gateway.api import GatewayApi
+from pdd_core.agent.gateway.server import Gateway
 from pdd_core.agent.protocol import (
     FLAG_END_OF_STREAM,
     Frame,
@@ -43,7 +43,7 @@ from pdd_core.agent.protocol import (
     encode_frame,
     kv_block_frame,
 )
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.engine.timed import TimedEngine
 from pdd_core.keys import hash_key
@@ -335,9 +335,9 @@ async def one_request(config: Any, ask: Ask, scripts: list[Script]) -> None:
         task.cancel()
     records = [r for r in gateway.journal.records() if r["request_id"] == rid]
     check(records, ask, got=got, failed=failed, plane=plane)
-    assert gateway.admission.held == dict.fromkeys(gateway.admission.held, 0)
-    assert not gateway.admission.wan and not gateway.active
-    assert all(abs(s) < 1e-9 for s in gateway.queued_s.values())
+    assert gateway.router.admission.held == dict.fromkeys(gateway.router.admission.held, 0)
+    assert not gateway.router.admission.wan and not gateway.active
+    assert all(abs(s) < 1e-9 for s in gateway.router.queued_s.values())
 
 
 def check(records: list[dict[str, Any]], ask: Ask, *, got: int, failed: bool,

@@ -1,8 +1,8 @@
 """Data planes of real processes on loopback for the system tests, and a small HTTP client.
 
 Each fixture starts a whole plane (gateway, two P, one RLD, two MD, the WAN emulator) with
-``pdd_core.agent.supervisor`` from a fixture topology, waits (bounded) until the gateway reaches
-every agent, and stops every child afterwards.
+``pdd_core.agent.supervisor.plane`` from a fixture topology, waits (bounded) until the gateway
+reaches every agent, and stops every child afterwards.
 
 No agent may log a traceback during the system tests: every plane's logs (a session plane's at
 its teardown, a test's own ``tmp_path`` planes after the test) are scanned, and a traceback
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pdd_core.agent.replay import Result, stream_completion
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 
 PIPELINES = ("P-RLD-MD", "P-MD", "P-RLD")
 

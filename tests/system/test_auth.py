@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pdd_core.agent.protocol import FrameType, control, encode_frame, read_frame, write_frame
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.agent.tls import TlsContexts
 from tests.system.conftest import wait_until
 

@@ -106,3 +106,21 @@ def test_worker_computes_a_sweep_point_by_point(worker: Any, tmp_path: Path) -> 
     assert sweep.rows == expected
     assert log.count("planning.sweep_point") >= 2  # each point ran as its own task
     assert "planning.sweep_finish" in log
+
+
+def test_worker_runs_a_fleet_phase_as_a_group(worker: Any, tmp_path: Path) -> None:
+    import tomllib
+
+    from controlplane.planning.fleet import celery_map
+    from pdd_core.fleet import serial_map
+    from pdd_core.fleet.plan import day_task
+
+    small = ROOT / "tests" / "pdd_core" / "fleet" / "small_fleet.toml"
+    with small.open("rb") as fh:
+        tables = tomllib.load(fh)
+    calls = [(tables, "t1"), (tables, "t2")]
+    there = celery_map(day_task, calls)
+    here = serial_map(day_task, calls)
+    assert [r["requests_per_hour"] for r in there] == [r["requests_per_hour"] for r in here]
+    assert {r["pid"] for r in there} == {worker.pid}  # computed by the worker, not here
+    assert "planning.fleet_part" in (tmp_path / "worker.log").read_text()

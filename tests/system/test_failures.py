@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from tests.system.conftest import (
     TINY,
     agents_up,

@@ -1,8 +1,8 @@
 """Faults under load on a timed plane: a lost relay, a lost MD, a blackholed WAN, kill -9.
 
 Closed-loop streaming clients force the three pipelines in turn while an agent is killed or
-the line is cut. A request that loses an agent resumes elsewhere (``gateway_run``), the probe
-routes around a silent MD (``gateway_probe``), and ``pdd up``'s supervisor restarts what died.
+the line is cut. A request that loses an agent resumes elsewhere (``gateway.run``), the probe
+routes around a silent MD (``gateway.probe``), and ``pdd up``'s supervisor restarts what died.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from tests.system.conftest import ROOT, agents_up, start_plane, tracebacks
 from tests.system.load import run_load
 

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.records import RECORD_FIELDS
 from tests.system.conftest import post
 

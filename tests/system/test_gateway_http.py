@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pdd_core.agent.gateway_api import MAX_BODY_BYTES, MAX_HEADER_BYTES
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.gateway.api import MAX_BODY_BYTES, MAX_HEADER_BYTES
+from pdd_core.agent.supervisor.plane import DataPlane
 from tests.system.conftest import TINY, post, start_plane
 
 pytestmark = pytest.mark.system

@@ -24,7 +24,7 @@ from tests.llamacpp_support import require_llama_cpp, tiny_gguf
 
 require_llama_cpp()
 
-from pdd_core.agent.supervisor import DataPlane  # noqa: E402
+from pdd_core.agent.supervisor.plane import DataPlane  # noqa: E402
 from pdd_core.engine import llamacpp_state  # noqa: E402
 from pdd_core.engine.llamacpp import LlamaCppEngine, open_engine  # noqa: E402
 from pdd_core.engine.llamacpp_config import settings_from_mapping  # noqa: E402

@@ -20,7 +20,7 @@ from tests.llamacpp_support import require_llama_cpp
 
 require_llama_cpp()
 
-from pdd_core.agent.supervisor import DataPlane  # noqa: E402
+from pdd_core.agent.supervisor.plane import DataPlane  # noqa: E402
 from pdd_core.engine.gguf_export import BPE_VOCAB_SIZE, export_model  # noqa: E402
 from pdd_core.engine.tiny import TinyConfig, TinyTransformer  # noqa: E402
 from pdd_core.engine.tokenizer import EOS, bpe  # noqa: E402

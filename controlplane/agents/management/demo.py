@@ -27,10 +27,11 @@ from django.db import transaction
 from controlplane.accounts.models import ApiToken
 from controlplane.accounts.selectors import api_token_for_bearer
 from controlplane.accounts.services import api_token_issue, api_token_revoke
-from controlplane.billing.models import ApiKey, Tenant
+from controlplane.billing.models import ApiKey
 from controlplane.billing.services import api_key_create, api_key_revoke
 from controlplane.core.services import model_update
 from controlplane.inventory.models import Link, LinkKind, Site
+from controlplane.tenancy.models import Tenant
 from pdd_core.keys import hash_key
 
 DEMO_SITES = ("dc-a", "dc-b")
@@ -115,7 +116,7 @@ def demo_wan_link(dataplane: Path) -> Link | None:
     payloads travel at ``engine.payload_scale`` of their size over a line emulated at the same
     fraction of its bandwidth, so every transfer takes the time it would take at full size on
     ``bandwidth_gbps / payload_scale``. The journal counts WAN bytes at their real size
-    (``pdd_core.agent.gateway_types.real_bytes``), so the link the topology page reads them
+    (``pdd_core.agent.gateway.types.real_bytes``), so the link the topology page reads them
     against is that full-size line: its bandwidth, the emulator's round trip and jitter, no
     bandwidth jitter (the emulator has none).
     """

@@ -18,9 +18,9 @@ from typing import Any
 
 from pdd_core.agent.auth import WAN_TOKEN, AuthError, read_secret_file
 from pdd_core.agent.config import WanSpec, load_config
-from pdd_core.agent.supervisor import WAN_TOKEN_FILE
+from pdd_core.agent.supervisor.plane import WAN_TOKEN_FILE
 from pdd_core.agent.tls import OPERATOR, TlsContexts
-from pdd_core.agent.wan_control import control_request
+from pdd_core.agent.wan.control import control_request
 
 INCIDENT_RTT_MS = 3000.0
 INCIDENT_S = 60.0

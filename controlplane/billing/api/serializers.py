@@ -8,9 +8,10 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField
 
 from controlplane.billing.invoicing import issued_document
-from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, Invoice, InvoiceLine, PriceBook, UsageRecord
 from controlplane.core.api import BriefRelatedField, StrictJsonTypes
 from controlplane.inventory.models import ModelProfile
+from controlplane.tenancy.models import Tenant
 
 
 def money(**kwargs: Any) -> serializers.DecimalField:

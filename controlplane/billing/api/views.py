@@ -25,7 +25,7 @@ from controlplane.billing.api import serializers
 from controlplane.billing.api.exports import csv_export
 from controlplane.billing.api.renderers import CsvRenderer
 from controlplane.billing.invoicing import invoice_document
-from controlplane.billing.models import ApiKey, Tenant
+from controlplane.billing.models import ApiKey
 from controlplane.billing.periods import (
     MAX_HOURLY_DAYS,
     PERIOD_PATTERN,
@@ -35,6 +35,7 @@ from controlplane.billing.periods import (
 )
 from controlplane.core.api import ServiceModelViewSet
 from controlplane.core.pagination import StrictPageSize
+from controlplane.tenancy.models import Tenant
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 BILLING_READ = frozenset({Scope.OPERATOR.value, Scope.BILLING.value})

@@ -66,8 +66,10 @@ class ChipModelSerializer(StrictJsonTypes, serializers.ModelSerializer[ChipModel
             "is_estimate",
         ]  # fmt: skip
         extra_kwargs = _range_checks(
+            # scaleup_domain and chips_per_node are PositiveIntegerFields, which admit 0 (the
+            # schema said so); a chip spec refuses 0, so the range check says it here first.
             positive=("bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbytes_per_s",
-                      "scaleout_gbits_per_s"),
+                      "scaleout_gbits_per_s", "scaleup_domain", "chips_per_node"),
             fraction=("compute_efficiency", "memory_efficiency"),
         )  # fmt: skip
 

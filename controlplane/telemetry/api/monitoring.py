@@ -7,6 +7,7 @@ windows (default 60, at most 720) with the figures of ``telemetry.summary``.
 
 from __future__ import annotations
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.core.api import ServiceModelViewSet, StrictJsonTypes
+from controlplane.core.broadcast import config_changed
 from controlplane.telemetry import selectors
 from controlplane.telemetry.models import Alert, SlaRule
 
@@ -95,6 +97,12 @@ class SlaRuleViewSet(ServiceModelViewSet):
 
     queryset = selectors.sla_rule_list()
     serializer_class = SlaRuleSerializer
+
+    def _announce(self, action: str, slug: str) -> None:
+        # A rule's thresholds are the gateways' per-request targets (agents.config).
+        super()._announce(action, slug)
+        transaction.on_commit(lambda: config_changed(f"sla-rule.{action}"))
+
     filterset_fields = ["model", "tenant", "metric", "enabled"]
     search_fields = ["slug", "name"]
     ordering_fields = ["slug", "created_at"]

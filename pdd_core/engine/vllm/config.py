@@ -28,12 +28,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pdd_core.errors import PddError
+
 CONNECTOR = "PddBlockConnector"
 CONNECTOR_MODULE = "pdd_core.engine.vllm.connector"
 KV_ROLES = {"prefill": "kv_both", "relay": "kv_consumer", "main": "kv_both"}
 
 
-class VLLMConfigError(ValueError):
+class VLLMConfigError(PddError, ValueError):
     """The ``engine.vllm`` section is malformed; the message names the field."""
 
 

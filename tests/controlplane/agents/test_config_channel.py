@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -14,7 +15,10 @@ from controlplane.accounts.services import api_token_issue, api_token_revoke
 from controlplane.agents.models import Agent
 from controlplane.billing.services import api_key_create, api_key_revoke
 from controlplane.core.broadcast import CONFIG_GROUP, broadcast
+from controlplane.telemetry.models import SlaRule
+from controlplane.telemetry.selectors import gateway_sla, sla_lines
 from pdd_core.keys import hash_key
+from pdd_core.specs import SLA
 from tests import factories
 from tests.controlplane.ws import communicator, refusal_code
 
@@ -121,6 +125,42 @@ async def test_an_expiring_key_leaves_the_gateways_config_when_it_expires() -> N
     await ws.disconnect()
 
 
+async def test_a_gateway_gets_the_sla_targets_the_charts_use_and_each_rule_written(
+    operator: Any,
+) -> None:
+    agent_id, own, _ = await sync_to_async(_setup)("gateway")
+    ws, _, _ = await _connect(f"/ws/agents/{agent_id}/", own)
+    first = await ws.receive_json_from(timeout=5)
+    rule = {"slug": "ttft", "name": "TTFT", "metric": "ttft_p90", "threshold": 1.2, "window_s": 60}
+
+    created = await sync_to_async(operator.post)(
+        "/api/v1/telemetry/sla-rules/", rule, format="json"
+    )
+    after_create = await ws.receive_json_from(timeout=2)
+    lines = await sync_to_async(sla_lines)()
+    removed = await sync_to_async(operator.delete)("/api/v1/telemetry/sla-rules/ttft/")
+    after_delete = await ws.receive_json_from(timeout=2)
+
+    default = SLA()
+    assert first["config"]["sla"] == asdict(default)
+    assert created.status_code == 201 and removed.status_code == 204
+    assert after_create["config"]["sla"] == {**asdict(default), "ttft_p90_s": 1.2}
+    assert lines["ttft_p90"] == after_create["config"]["sla"]["ttft_p90_s"]  # one source
+    assert after_delete["config"]["sla"] == asdict(default)
+    await ws.disconnect()
+
+
+async def test_a_rule_above_its_p99_target_raises_the_pushed_p99_to_it() -> None:
+    await sync_to_async(SlaRule.objects.create)(
+        slug="slow", name="slow", metric="tpot_p90", threshold=0.3, window_s=60
+    )
+
+    pushed = await sync_to_async(gateway_sla)()
+
+    assert pushed["tpot_p90_s"] == pushed["tpot_p99_s"] == 0.3
+    SLA(**pushed)  # a valid SLA, which the gateway accepts
+
+
 async def test_a_non_gateway_agent_never_gets_key_hashes() -> None:
     agent_id, own, _ = await sync_to_async(_setup)("prefill")
     tenant = await sync_to_async(factories.tenant)(slug="acme")
@@ -132,6 +172,7 @@ async def test_a_non_gateway_agent_never_gets_key_hashes() -> None:
 
     assert "tenant_keys" not in first["config"]
     assert "tenant_keys" not in pushed["config"]
+    assert "sla" not in first["config"]
     await ws.disconnect()
 
 

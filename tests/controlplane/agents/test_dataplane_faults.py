@@ -36,7 +36,7 @@ from controlplane.billing.models import UsageRecord
 from controlplane.inventory.services import catalog_seed
 from controlplane.telemetry.models import RequestRecord
 from pdd_core.agent.replay import Result, replay, stream_completion
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.workload.readers import read_trace
 from tests.controlplane.agents.test_dataplane_joined import _until, _world
 from tests.live_server import ROOT, ServerProcess

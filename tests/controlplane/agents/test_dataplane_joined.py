@@ -26,11 +26,11 @@ import pytest
 
 from controlplane.accounts.services import api_token_issue
 from controlplane.agents.models import Agent
-from controlplane.billing.models import Tenant
 from controlplane.billing.services import api_key_create
 from controlplane.inventory.services import catalog_seed
 from controlplane.planning.models import Plan, PlanStatus
 from controlplane.telemetry.models import RequestRecord
+from controlplane.tenancy.models import Tenant
 from tests import factories
 from tests.live_server import ROOT, ServerProcess, up_banner
 

@@ -40,7 +40,7 @@ from controlplane.agents.models import Agent
 from controlplane.planning.models import Plan, PlanStatus
 from controlplane.planning.services import plan_activate
 from pdd_core.agent.replay import Result, replay
-from pdd_core.agent.supervisor_members import terminate
+from pdd_core.agent.supervisor.members import terminate
 from pdd_core.workload.readers import read_trace
 from tests.controlplane.agents.test_dataplane_joined import World, _until, _world
 from tests.live_server import ROOT, ServerProcess, up_banner
@@ -196,6 +196,28 @@ def alive(pid: int) -> bool:
         return False
 
 
+def kill_a_draining_agent(gateway: str, run_dir: Path) -> tuple[str, int, float]:
+    """``kill -9`` the first agent seen draining (one that holds requests where some does);
+    its id, the requests it held and when it was killed."""
+    draining: list[str] = []
+    _until(lambda: in_rollout(gateway, draining, holding=False), 50, what="an agent draining")
+    held = health(gateway).get("in_flight", {}).get(draining[0], 0)
+    killed_at = time.time()
+    with contextlib.suppress(ProcessLookupError):  # it may have stopped since
+        os.kill(json.loads((run_dir / "children.json").read_text())[draining[0]], signal.SIGKILL)
+    return draining[0], held, killed_at
+
+
+def kill_the_supervisor(up: subprocess.Popen[str], gateway: str, run_dir: Path) -> None:
+    """``kill -9`` the supervisor once a rollout is under way; its children go with it."""
+    _until(lambda: in_rollout(gateway, [], holding=False), 30, what="a rollout under way")
+    pids = json.loads((run_dir / "children.json").read_text())
+    up.send_signal(signal.SIGKILL)
+    up.wait(timeout=10)
+    _until(lambda: not any(alive(p) for p in pids.values()), 30,
+           what="the supervisor's children gone with it")  # fmt: skip
+
+
 def test_activating_a_plan_reshapes_the_plane_under_load_and_survives_kills(
     server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -227,13 +249,7 @@ def test_activating_a_plan_reshapes_the_plane_under_load_and_survives_kills(
         # requests where some does; an idle one stops within a reconciler tick, so waiting for a
         # busy one can miss every drain: seen in CI).
         activate(after)
-        draining: list[str] = []
-        _until(lambda: in_rollout(gateway, draining, holding=False), 50, what="an agent draining")
-        held = health(gateway).get("in_flight", {}).get(draining[0], 0)
-        killed_at = time.time()
-        with contextlib.suppress(ProcessLookupError):  # it may have stopped since
-            os.kill(json.loads((run_dir / "children.json").read_text())[draining[0]],
-                    signal.SIGKILL)  # fmt: skip
+        victim, held, killed_at = kill_a_draining_agent(gateway, run_dir)
         _until(lambda: settled(gateway, run_dir, AFTER), ROLLOUT_S,
                what="the plane on the plan after its draining agent was killed")  # fmt: skip
         stop.set()
@@ -244,12 +260,7 @@ def test_activating_a_plan_reshapes_the_plane_under_load_and_survives_kills(
         # A fourth, to a third design: kill -9 the supervisor in the middle of it; started
         # again (from the topology's design), it gets there by itself.
         activate(third)
-        _until(lambda: in_rollout(gateway, [], holding=False), 30, what="a rollout under way")
-        pids = json.loads((run_dir / "children.json").read_text())
-        up.send_signal(signal.SIGKILL)
-        up.wait(timeout=10)
-        _until(lambda: not any(alive(p) for p in pids.values()), 30,
-               what="the supervisor's children gone with it")  # fmt: skip
+        kill_the_supervisor(up, gateway, run_dir)
         restarted = time.monotonic()
         up, gateway = start_up(server, world, run_dir, lines)
         _until(lambda: settled(gateway, run_dir, THIRD), ROLLOUT_S,
@@ -276,7 +287,7 @@ def test_activating_a_plan_reshapes_the_plane_under_load_and_survives_kills(
     failed = [(r.status, r.error[:120]) for r in results if not r.ok and r not in refused]
     print(f"\nreshape test: {len(results)} requests over {load_s:.0f} s of load, {len(clean)} "
           f"before the kill, through two rollouts ({', '.join(f'{s:.1f} s' for s in rollouts[:2])}"
-          f" to settle); killed {draining[0]} while it drained {held} requests: {len(refused)} new "
+          f" to settle); killed {victim} while it drained {held} requests: {len(refused)} new "
           f"requests "
           f"refused after; the supervisor restarted after kill -9 settled in {rollouts[2]:.1f} "
           f"s; failed {failed}")  # fmt: skip

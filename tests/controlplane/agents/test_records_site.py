@@ -11,8 +11,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from controlplane.agents.models import Agent
-from controlplane.billing.models import ApiKey, Tenant, UsageRecord
+from controlplane.billing.models import ApiKey, UsageRecord
 from controlplane.telemetry.models import RequestRecord
+from controlplane.tenancy.models import Tenant
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,8 @@ from controlplane.accounts.services import api_token_issue
 from controlplane.agents.models import Agent
 from controlplane.billing.models import UsageRecord
 from controlplane.telemetry.models import RequestRecord
-from pdd_core.agent.control import ControlPlaneClient, RecordSource, ReportShipper
+from pdd_core.agent.control import ControlPlaneClient
+from pdd_core.agent.shipper import RecordSource, ReportShipper
 from tests import factories
 from tests.live_server import ServerProcess
 

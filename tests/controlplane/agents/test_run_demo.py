@@ -215,7 +215,7 @@ def test_a_saturated_emulated_line_reads_as_a_full_link_on_the_topology_page(
 
     from controlplane.inventory.models import ModelProfile
     from controlplane.telemetry.services import records_ingest
-    from pdd_core.agent.gateway_types import real_bytes
+    from pdd_core.agent.gateway.types import real_bytes
     from tests.controlplane.telemetry.conftest import record_at
 
     setup()

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from controlplane.billing.models import ApiKey, PriceBook, Tenant
+from controlplane.billing.models import ApiKey, PriceBook
 from controlplane.billing.selectors import api_key_hashes_for_gateway
+from controlplane.tenancy.models import Tenant
 from pdd_core.keys import hash_key
 
 USAGE = "/api/v1/billing/usage/?from=2025-01-01&to=2025-02-01"

@@ -6,6 +6,7 @@ import pytest
 
 from controlplane.core.errors import api_exception_handler
 from controlplane.core.exceptions import ConflictError, DomainError, ForbiddenError
+from pdd_core.specs import SpecError
 
 
 @pytest.mark.parametrize(
@@ -25,6 +26,18 @@ def test_a_domain_error_becomes_the_envelope_with_its_status(
     assert response.status_code == status
     assert response.data == {
         "error": {"status": status, "code": code, "message": error.message, "fields": {}}
+    }
+
+
+def test_a_pdd_core_error_becomes_a_400_with_its_message() -> None:
+    error = SpecError("chips.gpu-a.hbm_gb", "must be positive")
+
+    response = api_exception_handler(error, {})
+
+    assert response is not None
+    assert response.status_code == 400
+    assert response.data == {
+        "error": {"status": 400, "code": "invalid", "message": str(error), "fields": {}}
     }
 
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from pdd_core.agent import admission as admission_module
-from pdd_core.agent.admission import LOAD_WINDOW_S, Admission, servable
+from pdd_core.agent.gateway import admission as admission_module
+from pdd_core.agent.gateway.admission import LOAD_WINDOW_S, Admission, servable
 from pdd_core.routing import Pipeline
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pdd_core.agent.config import ConfigError, config_from_dict, load_config
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 from pdd_core.keys import hash_key
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane"

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from pdd_core import metrics
 from pdd_core.agent.config import load_config
-from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_api import key_prefix
-from pdd_core.agent.gateway_control import load_keys, save_keys
-from pdd_core.agent.supervisor import DataPlane
+from pdd_core.agent.gateway.api import key_prefix
+from pdd_core.agent.gateway.control import load_keys, save_keys
+from pdd_core.agent.gateway.server import Gateway
+from pdd_core.agent.supervisor.plane import DataPlane
 from pdd_core.cli.up import parse_tokens
 from pdd_core.keys import hash_key
+from pdd_core.specs import SLA
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "fixtures" / "dataplane" / "tiny.json"
@@ -64,6 +66,42 @@ def test_an_invalid_routing_table_keeps_the_current_one(tmp_path: Path) -> None:
     asyncio.run(gw.apply_control_config(4, {"routing_table": {"transfer_budget_s": "fast"}}))
 
     assert gw.config.routing == routing
+
+
+def test_a_push_sets_the_operators_sla_targets_and_the_billed_verdict_follows(
+    tmp_path: Path,
+) -> None:
+    gw = gateway(tmp_path)
+    targets = {"ttft_p90_s": 0.5, "ttft_p99_s": 1.5, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04}
+
+    asyncio.run(gw.apply_control_config(5, {"sla": targets}))
+
+    assert gw.config.sla == SLA(**targets)
+    # what gateway_types.record_of judges each billed request by
+    assert not metrics.request_meets_sla(
+        0.8, 0.01, gw.config.sla.ttft_p90_s, gw.config.sla.tpot_p90_s
+    )
+
+
+@pytest.mark.parametrize(
+    "sla",
+    [
+        {"ttft_p90_s": 0.5},  # partial
+        {"ttft_p90_s": 3.0, "ttft_p99_s": 1.0, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04},  # p99 < p90
+        {"ttft_p90_s": "1", "ttft_p99_s": 2.0, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04},
+        {"ttft_p90_s": True, "ttft_p99_s": 2.0, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04},
+        {"ttft_p90_s": float("inf"), "ttft_p99_s": 2.0, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04},
+        {"ttft_p90_s": -1, "ttft_p99_s": 2.0, "tpot_p90_s": 0.02, "tpot_p99_s": 0.04},
+        [1, 2, 3, 4],
+    ],
+)
+def test_an_invalid_sla_keeps_the_current_targets(tmp_path: Path, sla: object) -> None:
+    gw = gateway(tmp_path)
+    current = gw.config.sla
+
+    asyncio.run(gw.apply_control_config(6, {"sla": sla}))
+
+    assert gw.config.sla == current
 
 
 def test_key_prefix_is_the_control_planes_public_prefix() -> None:

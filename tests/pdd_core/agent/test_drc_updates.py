@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from pdd_core.agent.config import load_config
-from pdd_core.agent.main_decode import MainDecodeAgent
-from pdd_core.agent.prefill import PrefillAgent
+from pdd_core.agent.decode.main import MainDecodeAgent
+from pdd_core.agent.prefill.agent import PrefillAgent
 from pdd_core.agent.protocol import Frame, FrameType, KVBlockPayload, control, kv_block_frame
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 from pdd_core.engine.protocol import KVBlock, block_hashes
 
 TINY = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane" / "tiny.json"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pdd_core.agent.gateway_types import (
+from pdd_core.agent.gateway.types import (
     Outcome,
     PddUsage,
     RecordContext,

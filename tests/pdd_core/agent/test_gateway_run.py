@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_types import Outcome, Route
-from pdd_core.agent.openai_format import Completion
+from pdd_core.agent.gateway.openai_format import Completion
+from pdd_core.agent.gateway.server import Gateway
+from pdd_core.agent.gateway.types import Outcome, Route
 from pdd_core.agent.protocol import FLAG_END_OF_STREAM, Frame, FrameType, control
 from pdd_core.engine.protocol import block_hashes
 from pdd_core.routing import Pipeline
@@ -56,7 +56,7 @@ async def run(
     gateway.links = {name: Recorder(sent, name) for name in gateway.links}  # type: ignore[misc]
     await cache_event(gateway, "md-0", block_hashes(PROMPT[:304], 16))
     prompt, override = PROMPT, override or {}
-    route = gateway.route(prompt, 2, override)
+    route = gateway.router.route(prompt, 2, override)
     assert (route.pipeline, route.main) == (Pipeline.P_MD, "md-0")
     outcomes: list[Outcome] = []
 
@@ -91,18 +91,20 @@ async def test_a_crowded_line_at_the_end_of_prefill_relays_a_p_md_request(
     async def agents(queue: Queue, sent: Sent, route: Route) -> None:
         # Given: 9 transfers on the line and a first-token target the direct path now misses.
         for _ in range(9):
-            gateway.flow_starts(gateway.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29)
+            gateway.router.flow_starts(
+                gateway.router.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29
+            )
         gateway.config = replace(gateway.config, sla=SLA(ttft_p90_s=0.01, ttft_p99_s=10.0))
         # When: P reports the end of its prefill.
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
         await settle()
-        flows.append(gateway._wan_state().flows)
+        flows.append(gateway.router._wan_state().flows)
         done = {"wan_bytes": 163_840, "wan_kv_bytes": 160_000}
         queue.put_nowait((route.prefill, control(FrameType.KV_DONE, "r", done)))
         queue.put_nowait(("rld-0", tokens(0, [7], last=False)))
         queue.put_nowait((str(route.main), control(FrameType.KV_LANDED, "r")))
         await settle()
-        flows.append(gateway._wan_state().flows)
+        flows.append(gateway.router._wan_state().flows)
         queue.put_nowait((str(route.main), tokens(1, [8], last=True)))
 
     route, outcome, sent = await run(gateway, agents)
@@ -135,8 +137,8 @@ async def test_a_quiet_line_keeps_p_md_and_p_hears_so(gateway: Gateway) -> None:
     assert not [f for name, f in sent if name == "rld-0"]
     assert outcome.route == route
     assert outcome.pdd.wan_bytes == 1_500_000 + 500  # the KV scaled back, the framing as it was
-    assert gateway._wan_state().flows == 0
-    assert gateway.admission.held == dict.fromkeys(gateway.admission.held, 0)
+    assert gateway.router._wan_state().flows == 0
+    assert gateway.router.admission.held == dict.fromkeys(gateway.router.admission.held, 0)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +150,9 @@ async def test_a_forced_pipeline_is_not_checked_again_unless_the_check_is_forced
 ) -> None:
     async def agents(queue: Queue, sent: Sent, route: Route) -> None:
         for _ in range(9):  # a line the check would relay on, were it asked
-            gateway.flow_starts(gateway.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29)
+            gateway.router.flow_starts(
+                gateway.router.route(list(range(1, 30)), 2, {"pipeline": "P-MD"}), 29
+            )
         gateway.config = replace(gateway.config, sla=SLA(ttft_p90_s=0.01, ttft_p99_s=10.0))
         queue.put_nowait((route.prefill, control(FrameType.PREFILLED, "r")))
         queue.put_nowait((str(route.main), tokens(0, [7, 8], last=True)))

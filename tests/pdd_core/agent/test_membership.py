@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from pdd_core.agent.config import AgentSpec, DataPlaneConfig, load_config
-from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.gateway_attempt import Attempt
-from pdd_core.agent.gateway_types import UpstreamError
+from pdd_core.agent.gateway.attempt import Attempt
+from pdd_core.agent.gateway.server import Gateway
+from pdd_core.agent.gateway.types import UpstreamError
 from pdd_core.agent.membership import follow_members, same_members, with_members
 from pdd_core.agent.runtime import PeerLink
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 
 TINY = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane" / "tiny.json"
 
@@ -84,11 +84,11 @@ async def test_the_gateway_links_to_a_new_agent_and_stops_routing_to_a_draining_
 
     assert gateway.up("prefill") == ["p-0", "p-1", "p-2"]
     assert "md-2" not in gateway.up("main")  # starting: not routed before it is serving
-    assert gateway.admission.capacity["md-2"] == config.limits.decode_batch
+    assert gateway.router.admission.capacity["md-2"] == config.limits.decode_batch
     assert "md-2" in gateway.probe.links  # across the WAN: probed like the others
     await gateway.update_members(with_state(gateway.config, "p-0", "draining"))
     assert gateway.up("prefill") == ["p-1", "p-2"]
-    route = gateway.route(list(range(64)), 4, {})
+    route = gateway.router.route(list(range(64)), 4, {})
     assert route.prefill != "p-0"
     await gateway.update_members(with_state(gateway.config, "md-2", "stopped"))
     assert "md-2" not in gateway.probe.links
@@ -108,7 +108,7 @@ async def test_an_agent_holds_an_attempt_until_losing_it_would_no_longer_doom_it
     connected: Gateway,
 ) -> None:
     gateway = connected
-    route = gateway.route(list(range(600)), 2, {})  # long prompt, short answer: P-RLD
+    route = gateway.router.route(list(range(600)), 2, {})  # long prompt, short answer: P-RLD
     attempt = Attempt("r1", route)
     gateway.attempts["r1"] = attempt
 
@@ -127,7 +127,7 @@ async def test_a_resumed_request_may_finish_on_a_draining_agent_a_new_one_may_no
         await gateway.update_members(with_state(gateway.config, agent, "draining"))
 
     with pytest.raises(UpstreamError, match="p-0: draining"):
-        gateway.route(list(range(64)), 4, {})
-    resumed = gateway.route(list(range(64)), 4, {}, resuming=True)
+        gateway.router.route(list(range(64)), 4, {})
+    resumed = gateway.router.route(list(range(64)), 4, {}, resuming=True)
 
     assert resumed.prefill in ("p-0", "p-1")

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from pdd_core.agent.config import load_config
-from pdd_core.agent.gateway import Gateway
-from pdd_core.agent.openai_format import (
+from pdd_core.agent.gateway.openai_format import (
     HttpError,
     output_budget,
     prompt_tokens,
     refuse_unsupported,
     request_text,
 )
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.gateway.server import Gateway
+from pdd_core.agent.supervisor.plane import resolve
 from pdd_core.engine.tokenizer import bpe
 
 TIMED = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane" / "timed.json"
@@ -75,7 +75,9 @@ def test_the_gateways_decode_bound_follows_the_models_speed_and_the_timeout(
     assert short is not None and long is not None
 
     def step(context: float) -> float:
-        return min(gateway.predictor.decode_step_s(r, 1, int(context)) for r in ("relay", "main"))
+        return min(
+            gateway.router.predictor.decode_step_s(r, 1, int(context)) for r in ("relay", "main")
+        )
 
     assert 1000 < long < short <= 120 / step(10)  # the longer context decodes slower
     # That many tokens take at least their steps at the mean context; one more would not fit.

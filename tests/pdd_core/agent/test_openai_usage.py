@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pdd_core.agent.gateway_types import Outcome, PddUsage, Route
-from pdd_core.agent.openai_format import Completion
+from pdd_core.agent.gateway.openai_format import Completion
+from pdd_core.agent.gateway.types import Outcome, PddUsage, Route
 from pdd_core.routing import Pipeline
 
 ROUTE = Route(Pipeline.P_RLD_MD, "relay", "p-1", "rld-0", "md-1", 0, 0, 0.5, 0.2, ticket=1)

@@ -75,9 +75,9 @@ def test_trace_lines_of_every_log_join_into_one_timeline_per_request(tmp_path: P
 def test_a_timeline_puts_the_live_milestones_beside_the_simulated_ones() -> None:
     from pdd_core.agent.parity import timeline
     from pdd_core.agent.replay import Result
-    from pdd_core.sim.records import RequestRecord
+    from pdd_core.sim.records import SimulatedRequest
 
-    record = RequestRecord(
+    record = SimulatedRequest(
         id="s0-t1", session="s0", tenant="t", arrival_s=1.0, input_tokens=6000,
         output_tokens=10, pipeline="P-MD", handoff_mode="", hit_tokens_p=4096,
         hit_tokens_md=4096, miss_tokens=1904, queue_s=0.01, prefill_s=0.1, transfer_s=0.2,

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from pdd_core.agent.config import load_config
-from pdd_core.agent.prefill import PrefillAgent, PrefillJob
+from pdd_core.agent.prefill.agent import PrefillAgent
+from pdd_core.agent.prefill.transfer import PrefillJob
 from pdd_core.agent.protocol import FrameType, control
-from pdd_core.agent.supervisor import resolve
+from pdd_core.agent.supervisor.plane import resolve
 
 TINY = Path(__file__).resolve().parents[3] / "fixtures" / "dataplane" / "tiny.json"
 

@@ -1,4 +1,5 @@
-"""A site's reconciler decides from its desired pools and its members (``agent.reconcile``).
+"""A site's reconciler decides from its desired pools and its members
+(``agent.supervisor.reconcile``).
 
 The decision is pure: each test gives the desired pools and the agents of a site and checks
 what the reconciler does next; the property test plays the decision against a simulated site
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from pdd_core.agent.config import ProcessRole
 from pdd_core.agent.desired import DesiredPool, DesiredState, not_enacted_reason
-from pdd_core.agent.reconcile import Actions, Member, SiteReconciler, decide, file_source
+from pdd_core.agent.supervisor.reconcile import Actions, Member, SiteReconciler, decide, file_source
 
 P4 = DesiredPool(role=ProcessRole.PREFILL, chip="h800", instances=2, tp=4, pp=4)
 RLD = DesiredPool(role=ProcessRole.RELAY, chip="h800", instances=1, tp=4, pp=4)

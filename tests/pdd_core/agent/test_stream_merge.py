@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pdd_core.agent.gateway_types import StreamMerge
+from pdd_core.agent.gateway.types import StreamMerge
 
 Frames = list[tuple[int, list[int], str, bool]]
 

@@ -1,5 +1,5 @@
 """A supervisor started again on a run directory stops the children an earlier one left
-(``supervisor_members.stop_orphans``), and only those: a process that does not run this run's
+(``supervisor.members.stop_orphans``), and only those: a process that does not run this run's
 file is left alone, whatever its pid."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pdd_core.agent.supervisor_members import stop_orphans, terminate
+from pdd_core.agent.supervisor.members import stop_orphans, terminate
 
 
 def sleeper(*args: str) -> subprocess.Popen[bytes]:

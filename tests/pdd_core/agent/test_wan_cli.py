@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pdd_core.agent.supervisor import free_ports
-from pdd_core.agent.wan_control import control_request
-from pdd_core.agent.wan_probe import start_probe_server, upload
+from pdd_core.agent.supervisor.plane import free_ports
+from pdd_core.agent.wan.control import control_request
+from pdd_core.agent.wan.probe import start_probe_server, upload
 
 
 @pytest.fixture

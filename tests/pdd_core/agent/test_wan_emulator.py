@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pdd_core.agent.runtime import reset
-from pdd_core.agent.wan import LineSettings, WanEmulator
-from pdd_core.agent.wan_control import ControlServer, control_request
-from pdd_core.agent.wan_probe import REQUEST, download, start_probe_server, upload
+from pdd_core.agent.wan.control import ControlServer, control_request
+from pdd_core.agent.wan.emulator import LineSettings, WanEmulator
+from pdd_core.agent.wan.probe import REQUEST, download, start_probe_server, upload
 from pdd_core.transfer import IW10_BYTES, TCP_RTO_MIN_S, transfer_time
 
 MB = 1024 * 1024

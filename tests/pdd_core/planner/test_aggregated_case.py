@@ -39,13 +39,13 @@ def _per_gpu(row: dict[str, Any]) -> float:
 
 
 # Not met on this tree, from above: the planner confirms both families, each beyond 15% of the
-# quote (measured 2026-12-02 on the engines branch after #25 items 1-2, 5 seeds, 12 simulations):
-# - aggregated: 3 x TP4 x PP2 at chunk 512 (24 H200) carries 15.2 req/s, 317 tokens/s/GPU (+40%).
-#   Pipeline stages each carry half the layers' all-reduces and, as vLLM's virtual engines do,
-#   a round's decode micro-batches carry the chunk between them; the configurator's design
-#   (8 x TP4, no PP) is 223-225 tokens/s/GPU here at 14.5 req/s (chunk 512: TPOT P90 32.8 ms,
-#   P50 25.6 ms, against its 29 ms mean), so the gap is the shapes it did not search, not the
-#   per-pass physics;
+# quote (measured 2026-12-02 on main after the P screen by pool chips, 5 seeds, 12 simulations):
+# - aggregated: 3 x TP2 x PP4 at chunk 1024 (24 H200) carries 18.2 req/s, 380 tokens/s/GPU (+68%;
+#   before that screen, 3 x TP4 x PP2 at chunk 512, 317, +40%). Pipeline stages each carry their
+#   layers' share of the all-reduces and, as vLLM's virtual engines do, a round's decode
+#   micro-batches carry the chunk between them; the configurator's design (8 x TP4, no PP) is
+#   223-225 tokens/s/GPU here at 14.5 req/s (chunk 512: TPOT P90 32.8 ms, P50 25.6 ms, against
+#   its 29 ms mean), so the gap is the shapes it did not search, not the per-pass physics;
 # - disaggregated: P 8 x TP1 x PP2 + D 1 x TP8 (24 H200) at 18.2 req/s, 380 tokens/s/GPU (+24%).
 @pytest.mark.xfail(reason="see the comment above: both confirmed, each beyond 15% of the quote")
 @pytest.mark.parametrize("family", ["colocated", "same-dc"])

@@ -16,6 +16,7 @@ from pdd_core.planner.colocated import steady_state
 from pdd_core.planner.design import COLOCATED, Design, PoolChoice
 from pdd_core.planner.paced import answer_s, paced_rate
 from pdd_core.planner.profile import WorkloadProfile
+from pdd_core.planner.stages import evaluate
 from pdd_core.scenario import load_scenario
 from pdd_core.specs import InstanceShape, Role
 
@@ -91,7 +92,7 @@ def test_the_analytic_tpot_of_an_aggregated_design_is_near_the_simulators(
     pool = PoolChoice("dc-a", "h200", Role.PREFILL, instances, tp, pp, chunk_tokens=512)
     design = Design(COLOCATED, pool, replace(pool, role=Role.MAIN_DECODE, instances=0), None,
                     inputs.table)  # fmt: skip
-    analytic = prepare(inputs).evaluator.evaluate(design)
+    analytic = evaluate(prepare(inputs).evaluator, design)
     simulated = verify(inputs, design).summary
     assert analytic.stable
     assert analytic.tpot["p50"] == pytest.approx(simulated.tpot_p50, rel=0.2)
@@ -123,10 +124,10 @@ def test_a_closed_loop_evaluation_is_the_one_at_its_paced_rate(
         sla=evaluator.sla, prices=evaluator.prices,
         config=replace(evaluator.config, closed_loop=False), profile=evaluator.profile,
     )  # fmt: skip
-    first = open_loop.evaluate(design)
-    paced = evaluator.evaluate(design)
+    first = evaluate(open_loop, design)
+    paced = evaluate(evaluator, design)
     rate = paced_rate(evaluator.profile, answer_s(first, evaluator.profile))
     assert rate < evaluator.profile.rate_rps
-    again = open_loop.evaluate(design, evaluator.profile.at_rate(rate))
+    again = evaluate(open_loop, design, evaluator.profile.at_rate(rate))
     assert paced.stages[0].utilisation == pytest.approx(again.stages[0].utilisation)
     assert paced.stages[0].utilisation < first.stages[0].utilisation

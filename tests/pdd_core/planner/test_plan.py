@@ -11,6 +11,7 @@ import pytest
 
 from pdd_core.planner import CandidateChip, Infeasible, Plan, PlannerInputs, make_plan, prepare
 from pdd_core.planner.reasons import model_sentence
+from pdd_core.planner.verify import verify
 from pdd_core.specs import SLA, Role
 from pdd_core.units import BCR_UNIT
 
@@ -258,3 +259,13 @@ def test_recommend_names_known_families() -> None:
         PlannerSettings(recommend=("aggregated",))
     with pytest.raises(ValueError, match="recommend"):
         PlannerSettings(recommend=())
+
+
+def test_a_plan_gives_back_the_design_it_simulated(
+    small_inputs: PlannerInputs, small_plan: Any
+) -> None:
+    design = small_plan.design()
+    assert [p.chips for p in design.pools] == [p.chips for p in small_plan.pools]
+    again = verify(small_inputs, design).summary
+    assert again.ttft_p90 == small_plan.predicted["ttft_p90"]
+    assert again.goodput_rps == small_plan.predicted["goodput_rps"]

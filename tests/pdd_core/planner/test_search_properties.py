@@ -29,8 +29,7 @@ from pdd_core.planner import Plan, PlannerInputs, make_plan
 from pdd_core.planner.design import Design, design_from_dict
 from pdd_core.planner.evidence import measure, workloads
 from pdd_core.planner.inputs import CandidateChip
-from pdd_core.planner.verify import topology_of, verify
-from pdd_core.sim import simulate
+from pdd_core.planner.verify import design_runner, verify
 from pdd_core.sim.measure import MeasuredCapacity, _Sample, _sample, at_factor
 from pdd_core.specs import SLA, Role
 
@@ -118,20 +117,10 @@ def test_meeting_the_sla_at_a_rate_means_meeting_it_at_every_lower_rate(
     found = _capacity(quick, design)
     assert found.factor > 0
     lower = found.factor * fraction
-    topology = topology_of(quick, design)
+    run = design_runner(quick, design)
     samples = []
     for window in workloads(quick):
-        scaled = at_factor(window.requests, lower, seed=quick.config.seed)
-        records = simulate(
-            topology,
-            design.policy,
-            scaled,
-            model_id=quick.model.id,
-            sla=quick.sla,
-            table=design.table,
-            config=quick.config,
-            prices=quick.prices,
-        ).records
+        records = run(at_factor(window.requests, lower, seed=quick.config.seed))
         judged = {r.id for r in window.requests if r.arrival_s >= window.judged_from}
         samples.append(_sample(records, judged))
     assert _over_beyond_error(samples, quick.sla) == []

@@ -14,7 +14,7 @@ import pytest
 
 from pdd_core.agent.config import ConfigError, config_from_dict, load_config
 from pdd_core.planner import Plan, inputs_from_scenario, make_plan, prepare
-from pdd_core.planner.search import all_skeletons
+from pdd_core.planner.skeletons import all_skeletons
 from pdd_core.scenario import load_scenario
 from pdd_core.specs import (
     InstanceShape,

@@ -15,7 +15,7 @@ import pytest
 
 from pdd_core.planner import PlannerInputs, prepare
 from pdd_core.planner.design import PDD, Design
-from pdd_core.planner.search import choice
+from pdd_core.planner.skeletons import choice
 from pdd_core.planner.tuning import (
     candidate_tables,
     design_capacity,

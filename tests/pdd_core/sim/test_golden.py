@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pdd_core.scenario import load_scenario
-from pdd_core.sim import RequestRecord
+from pdd_core.sim import SimulatedRequest
 from pdd_core.sim.config import SimConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,7 +97,7 @@ EXACT_FIELDS = (
 )
 
 
-def fingerprint(records: list[RequestRecord]) -> dict[str, Any]:
+def fingerprint(records: list[SimulatedRequest]) -> dict[str, Any]:
     """Every record's discrete fields (hashed, in order) and each float field's sum and max."""
     digest = hashlib.sha256()
     for record in records:

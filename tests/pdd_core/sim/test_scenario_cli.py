@@ -129,11 +129,45 @@ def test_simulate_writes_results_records_and_an_offline_report(tmp_path, capsys)
     assert "<th>ttft_p50</th>" not in page
 
 
+def test_simulate_stream_prints_the_same_table_and_writes_records_as_they_end(tmp_path, capsys):
+    # Given the list run's figures.
+    assert main(["simulate", str(SMALL), "--out", str(tmp_path / "list"), "--no-report"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    # When the same run streams, its records to a JSON-lines file.
+    records = tmp_path / "records.jsonl"
+    argv = ["simulate", str(SMALL), "--out", str(tmp_path / "stream"), "--stream",
+            "--records", str(records), "--window-s", "30"]  # fmt: skip
+    assert main(argv) == 0
+    streamed = capsys.readouterr().out.splitlines()
+
+    # Then the table has the same rows, and the counts agree.
+    def rows(lines):
+        return {line.split()[0]: line for line in lines if line[:1].islower() and "  " in line}
+
+    assert rows(streamed).keys() == rows(listed).keys()
+    for key in ("requests", "served", "rejected", "goodput_rps", "pipeline_mix"):
+        assert rows(streamed)[key] == rows(listed)[key]
+    summary = json.loads((tmp_path / "stream" / "results.json").read_text())["summary"]
+    assert len(records.read_text(encoding="utf-8").splitlines()) == summary["requests"]
+    with (tmp_path / "stream" / "windows.csv").open(encoding="utf-8") as fh:
+        windows = list(csv.DictReader(fh))
+    assert sum(int(w["served"]) + int(w["rejected"]) for w in windows) == summary["requests"]
+    assert {float(w["end_s"]) - float(w["start_s"]) for w in windows} == {30.0}
+    assert not (tmp_path / "stream" / "report.html").exists()
+
+
+def test_simulate_records_needs_stream(tmp_path, capsys):
+    argv = ["simulate", str(SMALL), "--out", str(tmp_path), "--records", str(tmp_path / "r.csv")]
+    assert main(argv) == 2
+    assert "--records: only with --stream" in capsys.readouterr().err
+    assert not (tmp_path / "r.csv").exists()
+
+
 def test_the_compared_rows_are_the_compared_figures():
-    from pdd_core.cli.simulate import ROWS
+    from pdd_core.report import COMPARE_ROWS
     from pdd_core.sim.summary import COMPARE_KEYS
 
-    keys = [key for key, _, _ in ROWS]
+    keys = [key for key, _, _ in COMPARE_ROWS]
     assert len(keys) == len(set(keys)) and set(keys) == set(COMPARE_KEYS)
 
 

@@ -33,7 +33,7 @@ class Command(BaseCommand):
             raise CommandError(f"a token named {options['name']!r} already exists")
         tenant = None
         if options["tenant"]:
-            from controlplane.billing.models import Tenant
+            from controlplane.tenancy.models import Tenant
 
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()
             if tenant is None:

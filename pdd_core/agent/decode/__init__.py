@@ -1,0 +1,2 @@
+"""The decode processes: RLD (``relay``) and MD (``main``), both on the continuous-batching
+loop they share (``decoding``)."""
