@@ -117,6 +117,9 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_VENV)/bin/pip install --quiet $(VLLM_PIN) pytest==9.2.0 pytest-timeout==2.4.0 pytest-asyncio==1.5.0
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
+	# The project's runtime dependencies that vllm does not bring and an agent's start imports
+	# (`pdd`'s command line loads every subcommand; the planner's loads the simulator's sketches).
+	$(VLLM_VENV)/bin/pip install --quiet ddsketch==3.0.1
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed

@@ -23,9 +23,11 @@ polled for ``idle_s`` (a cancelled or finished request) are closed.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import queue
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -61,6 +63,7 @@ class _Stream:
     connection: http.client.HTTPConnection | None = None
     delivered: int = 0
     done: bool = False
+    closed: bool = False  # ``_close`` was called: the pump stops reading
 
 
 class VLLMEngine:
@@ -204,14 +207,16 @@ class VLLMEngine:
             if response.status != 200:
                 return
             for raw in response:
+                if stream.closed:
+                    break
                 line = raw.decode("utf-8").strip()
                 if not line.startswith("data:") or line == "data: [DONE]":
                     continue
                 for choice in json.loads(line[5:]).get("choices", []):
                     for token in choice.get("token_ids") or []:
                         stream.tokens.put(int(token))
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError, http.client.HTTPException):
+            pass  # the server went away, or ``_close`` shut the socket: the stream ends
         finally:
             stream.tokens.put(None)
             connection.close()
@@ -232,8 +237,16 @@ class VLLMEngine:
 
     def _close(self, rid: str) -> None:
         stream = self._streams.pop(rid, None)
-        if stream is not None and stream.connection is not None:
-            stream.connection.close()  # vLLM aborts a request whose client went away
+        if stream is None:
+            return
+        # The pump's thread owns the connection and closes it; closing it from here would pull
+        # the response's file from under a read in progress. Shutting the socket down ends that
+        # read, and vLLM aborts a request whose client went away.
+        stream.closed = True
+        sock = stream.connection.sock if stream.connection is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed by the pump
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _close_idle(self) -> None:
         now = time.monotonic()
