@@ -26,12 +26,15 @@ KEYS = {"bench": "be4c", "probe": "9e0be"}
 WORLD = """
 from controlplane.agents.models import Agent
 from controlplane.billing.models import ApiKey
-from controlplane.tenancy.models import Tenant
+from django.apps import apps
+# Tenant moved from billing to its own app (issue 30); a baseline tree may have it in billing.
+home = "tenancy" if apps.is_installed("controlplane.tenancy") else "billing"
+Tenant = apps.get_model(home, "Tenant")
 from controlplane.inventory.models import ModelProfile, Site
 for slug, prefix in KEYS.items():
     tenant = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})[0]
     ApiKey.objects.get_or_create(prefix=prefix, defaults={
-        "tenant": tenant, "name": "bench", "key_hash": prefix * 16})
+        "tenant": tenant, "name": "bench", "key_hash": (prefix * 16)[:64]})
 ModelProfile.objects.get_or_create(slug="m", defaults={
     "name": "M", "total_params_b": 8.0, "active_params_b": 8.0, "layers": 32,
     "hidden_size": 4096, "attention": "gqa", "attention_heads": 32, "kv_heads": 8,
