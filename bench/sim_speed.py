@@ -114,6 +114,11 @@ def main() -> int:
     return 0
 
 
+def outcome(run: dict[str, float]) -> str:
+    """A run's served and rejected requests: both trees must agree on them."""
+    return f"{int(run['served'])}/{int(run['rejected'])}"
+
+
 def verdict(ratio: float, rate: float) -> str:
     """``yes/no`` for issue #12's ratio goal, then for issue #16's rate goal."""
     return f"{'yes' if ratio >= 1 else 'no'}/{'yes' if rate >= GOAL_REQ_PER_CPU_S else 'no'}"
@@ -125,6 +130,7 @@ def compare(scenario: Path, trace: Path | None, args: argparse.Namespace) -> Non
         f"{'policy':<16}{'requests':>9}{'base req/CPU-s':>16}{'now req/CPU-s':>15}"
         f"{'ratio':>7}{'now req/wall-s':>16}{'base ev/req':>12}{'now ev/req':>11}"
         f"{'base ev/CPU-s':>15}{'now ev/CPU-s':>14}{'ratio':>7}{'goal req/CPU-s':>16}{'met':>8}"
+        f"{'served/rejected':>17}{'same':>6}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         base_dir = Path(tmp)
@@ -154,6 +160,7 @@ def compare(scenario: Path, trace: Path | None, args: argparse.Namespace) -> Non
                 f"{now['events'] / now['requests']:>11.1f}"
                 f"{base_ev:>15.0f}{now_ev:>14.0f}{now_ev / base_ev:>7.2f}"
                 f"{GOAL_REQ_PER_CPU_S:>16}{verdict(now_rate / base_rate, now_rate):>8}"
+                f"{outcome(now):>17}{'yes' if outcome(now) == outcome(base) else 'NO':>6}"
             )
         for note in notes:
             print(note)
@@ -161,7 +168,7 @@ def compare(scenario: Path, trace: Path | None, args: argparse.Namespace) -> Non
     print(
         f"baseline: {args.baseline} (git archive); ratios = now / base, goal >= 1 for "
         "req/CPU-s; ev/req = simulated events per request (the work the model asks for), "
-        "ev/CPU-s = the cost of each"
+        "ev/CPU-s = the cost of each; same: served and rejected equal in both trees"
     )
 
 
