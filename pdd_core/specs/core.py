@@ -229,6 +229,11 @@ class ModelSpec:
                 raise SpecError("active_params_b", "a MoE model activates fewer than all params")
         elif self.moe_top_k:
             raise SpecError("moe_top_k", "a dense model (moe_experts=0) has no top-k")
+        # Each figure is finite, but their products can overflow a float.
+        if not math.isfinite(self.kv_bytes_per_token):
+            raise SpecError("kv_bytes_per_elem", "the KV bytes per token it gives are not finite")
+        if not math.isfinite(self.weight_bytes):
+            raise SpecError("weight_bytes_per_param", "the weight bytes it gives are not finite")
 
     @property
     def is_moe(self) -> bool:

@@ -305,3 +305,14 @@ def test_decode_time_never_falls_as_batch_or_context_grows(
 def test_seconds_is_roofline_plus_comm_plus_overhead() -> None:
     t = prefill_time(MOE, CHIP, 3000, 10_000, tp=8, batch=3)
     assert t.seconds == pytest.approx(max(t.compute_s, t.memory_s) + t.comm_s + t.overhead_s)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"kv_bytes_per_elem": 1e306}, "kv_bytes_per_elem"),
+     ({"weight_bytes_per_param": 1e300}, "weight_bytes_per_param")],
+)  # fmt: skip
+def test_a_model_whose_bytes_overflow_a_float_is_refused(change: dict, field: str) -> None:
+    """Finite figures whose product is not (the schema fuzzer's 500 on a model profile)."""
+    with pytest.raises(ValueError, match=field):
+        replace(DENSE, **change)

@@ -99,6 +99,9 @@ SCHEMA_CANNOT_STATE: dict[str, dict[str, str]] = {
         "non_field_errors": _RANGE,
         "active_params_b": _RANGE,
         "total_params_b": _RANGE,
+        # Finite figures whose product (KV bytes per token, weight bytes) overflows a float.
+        "kv_bytes_per_elem": _RANGE,
+        "weight_bytes_per_param": _RANGE,
     },
     "/api/v1/plans/": {"workload": _EXISTS},
     "/api/v1/sweeps/": {"scenarios": "must name shipped scenarios"},

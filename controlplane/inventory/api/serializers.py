@@ -65,13 +65,17 @@ class ChipModelSerializer(StrictJsonTypes, serializers.ModelSerializer[ChipModel
             "compute_efficiency", "memory_efficiency", "price_per_hour", "source", "notes",
             "is_estimate",
         ]  # fmt: skip
-        extra_kwargs = _range_checks(
-            # scaleup_domain and chips_per_node are PositiveIntegerFields, which admit 0 (the
-            # schema said so); a chip spec refuses 0, so the range check says it here first.
-            positive=("bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbytes_per_s",
-                      "scaleout_gbits_per_s", "scaleup_domain", "chips_per_node"),
-            fraction=("compute_efficiency", "memory_efficiency"),
-        )  # fmt: skip
+        extra_kwargs = {
+            **_range_checks(
+                positive=("bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tbps",
+                          "scaleup_gbytes_per_s", "scaleout_gbits_per_s"),
+                fraction=("compute_efficiency", "memory_efficiency"),
+            ),
+            # PositiveIntegerFields admit 0, which a chip spec refuses: a minimum of 1, which
+            # the schema states (a validator alone it does not).
+            "scaleup_domain": {"min_value": 1},
+            "chips_per_node": {"min_value": 1},
+        }  # fmt: skip
 
 
 class LinkSerializer(StrictJsonTypes, serializers.ModelSerializer[Link]):
