@@ -23,11 +23,11 @@ on a shared machine:
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
+
+# bench/ is on sys.path: the script's folder.
+from worker import run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "fixtures" / "scenarios" / "pdd_reference.toml"
@@ -59,19 +59,7 @@ print(json.dumps({"requests": summary.requests, "served": summary.served,
 
 
 def run_worker(scenario: Path, policy: str, mode: str, factor: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", WORKER, str(scenario), policy, mode, str(factor)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_json(WORKER, [str(scenario), policy, mode, str(factor)], ROOT)
 
 
 def main() -> int:

@@ -20,12 +20,13 @@ know falls back to the baseline commit's own copy, and the table says so.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+# bench/ is on sys.path: the script's folder.
+from worker import run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE = ROOT.parent / "shared" / "data" / "mooncake_conversation_trace.jsonl"
@@ -69,20 +70,8 @@ print(json.dumps({"requests": len(requests), "cpu": best_cpu, "wall": best_wall,
 def run_worker(
     pythonpath: Path, scenario: Path, trace: Path | None, policy: str, args: argparse.Namespace
 ) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(pythonpath))
     argv = [str(scenario), str(trace or ""), policy, str(args.max_requests), str(args.repeat)]
-    out = subprocess.run(
-        [sys.executable, "-c", WORKER, *argv],
-        cwd=pythonpath,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return run_json(WORKER, argv, pythonpath)
 
 
 def export_baseline(commit: str, into: Path) -> None:
